@@ -1,0 +1,237 @@
+#include "core/gpt2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "core/rng.h"
+#include "ops/activation.h"
+#include "ops/attention.h"
+#include "ops/embed.h"
+#include "ops/linear.h"
+#include "ops/loss.h"
+#include "ops/norm.h"
+#include "ops/residual.h"
+
+namespace reftrain {
+
+namespace {
+
+std::string layer_name(int l, const char* rest) {
+  return "transformer.h." + std::to_string(l) + "." + rest;
+}
+
+// Hands out 64-byte-aligned slices of one arena; with a null base it only counts.
+class ArenaCarver {
+ public:
+  explicit ArenaCarver(float* base) : base_(base) {}
+  float* take(size_t n) {
+    float* p = base_ ? base_ + used_ : nullptr;
+    used_ += align_floats(n);
+    return p;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  float* base_;
+  size_t used_ = 0;
+};
+
+template <typename Acts>
+void carve_activations(Acts& a, ArenaCarver& arena, const ModelConfig& cfg, int B, int T) {
+  const size_t BT = size_t(B) * T, C = cfg.channels, Vp = cfg.padded_vocab;
+  const size_t att = size_t(B) * cfg.heads * T * T;
+  a.encoded = arena.take(BT * C);
+  a.layers.resize(cfg.layers);
+  for (auto& l : a.layers) {
+    l.ln1 = arena.take(BT * C), l.ln1_mean = arena.take(BT), l.ln1_rstd = arena.take(BT);
+    l.qkv = arena.take(BT * 3 * C), l.att = arena.take(att), l.atty = arena.take(BT * C);
+    l.attproj = arena.take(BT * C), l.res2 = arena.take(BT * C);
+    l.ln2 = arena.take(BT * C), l.ln2_mean = arena.take(BT), l.ln2_rstd = arena.take(BT);
+    l.fch = arena.take(BT * 4 * C), l.fch_gelu = arena.take(BT * 4 * C);
+    l.fcproj = arena.take(BT * C), l.res3 = arena.take(BT * C);
+  }
+  a.lnf = arena.take(BT * C), a.lnf_mean = arena.take(BT), a.lnf_rstd = arena.take(BT);
+  a.logits = arena.take(BT * Vp), a.losses = arena.take(BT);
+  a.dres = arena.take(BT * C), a.dres2 = arena.take(BT * C), a.dbranch = arena.take(BT * C);
+  a.dln = arena.take(BT * C), a.datty = arena.take(BT * C), a.dqkv = arena.take(BT * 3 * C);
+  a.dfch = arena.take(BT * 4 * C), a.dfch_gelu = arena.take(BT * 4 * C);
+  a.dp = arena.take(size_t(B) * cfg.heads * T), a.dlogits = arena.take(BT * Vp);
+  a.w_t = arena.take(std::max(4 * C * C, C * Vp));
+}
+
+void zero(float* p, size_t n) { std::fill(p, p + n, 0.0f); }
+
+}  // namespace
+
+ParamLayout gpt2_param_layout(const ModelConfig& cfg) {
+  const int C = cfg.channels;
+  std::vector<ParamTensor> t;
+  auto add = [&t](std::string name, std::vector<int> shape) {
+    const bool decay = shape.size() >= 2;  // matrices and embeddings; not norms or biases
+    t.push_back({std::move(name), std::move(shape), 0, 0, decay});
+  };
+  add("transformer.wte.weight", {cfg.padded_vocab, C});
+  add("transformer.wpe.weight", {cfg.max_seq, C});
+  for (int l = 0; l < cfg.layers; ++l) {
+    add(layer_name(l, "ln_1.weight"), {C});
+    add(layer_name(l, "ln_1.bias"), {C});
+    add(layer_name(l, "attn.c_attn.weight"), {3 * C, C});
+    add(layer_name(l, "attn.c_attn.bias"), {3 * C});
+    add(layer_name(l, "attn.c_proj.weight"), {C, C});
+    add(layer_name(l, "attn.c_proj.bias"), {C});
+    add(layer_name(l, "ln_2.weight"), {C});
+    add(layer_name(l, "ln_2.bias"), {C});
+    add(layer_name(l, "mlp.c_fc.weight"), {4 * C, C});
+    add(layer_name(l, "mlp.c_fc.bias"), {4 * C});
+    add(layer_name(l, "mlp.c_proj.weight"), {C, 4 * C});
+    add(layer_name(l, "mlp.c_proj.bias"), {C});
+  }
+  add("transformer.ln_f.weight", {C});
+  add("transformer.ln_f.bias", {C});
+  return ParamLayout(std::move(t));
+}
+
+Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base) {
+  auto at = [&](const std::string& name) { return base + layout.get(name).offset; };
+  Gpt2Tensors t;
+  t.wte = at("transformer.wte.weight");
+  t.wpe = at("transformer.wpe.weight");
+  for (int l = 0; l < layers; ++l) {
+    Gpt2Tensors::Layer y;
+    y.ln1w = at(layer_name(l, "ln_1.weight")), y.ln1b = at(layer_name(l, "ln_1.bias"));
+    y.qkvw = at(layer_name(l, "attn.c_attn.weight")), y.qkvb = at(layer_name(l, "attn.c_attn.bias"));
+    y.attprojw = at(layer_name(l, "attn.c_proj.weight"));
+    y.attprojb = at(layer_name(l, "attn.c_proj.bias"));
+    y.ln2w = at(layer_name(l, "ln_2.weight")), y.ln2b = at(layer_name(l, "ln_2.bias"));
+    y.fcw = at(layer_name(l, "mlp.c_fc.weight")), y.fcb = at(layer_name(l, "mlp.c_fc.bias"));
+    y.fcprojw = at(layer_name(l, "mlp.c_proj.weight"));
+    y.fcprojb = at(layer_name(l, "mlp.c_proj.bias"));
+    t.layers.push_back(y);
+  }
+  t.lnfw = at("transformer.ln_f.weight");
+  t.lnfb = at("transformer.ln_f.bias");
+  return t;
+}
+
+size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T) {
+  Acts counting;
+  ArenaCarver arena(nullptr);
+  carve_activations(counting, arena, cfg, B, T);
+  return arena.used();
+}
+
+Gpt2::Gpt2(const ModelConfig& cfg, int B, int T)
+    : cfg_(cfg),
+      layout_(gpt2_param_layout(cfg)),
+      w_(layout_.total()),
+      g_(layout_.total()),
+      arena_(activation_floats(cfg, B, T)) {
+  wt_ = gpt2_tensors(layout_, cfg.layers, w_.data());
+  gt_ = gpt2_tensors(layout_, cfg.layers, g_.data());
+  ArenaCarver arena(arena_.data());
+  carve_activations(act_, arena, cfg, B, T);
+}
+
+void Gpt2::init_weights(uint64_t seed) {
+  const CounterRng rng(seed, RngStream::kInit);
+  const double residual_std = 0.02 / std::sqrt(2.0 * cfg_.layers);
+  w_.zero();
+  for (const ParamTensor& t : layout_.tensors()) {
+    float* p = w_.data() + t.offset;
+    if (t.shape.size() == 1) {
+      const bool is_weight = t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
+      std::fill(p, p + t.numel, is_weight ? 1.0f : 0.0f);
+      continue;
+    }
+    const bool residual_proj = t.name.find("c_proj.weight") != std::string::npos;
+    const double std_dev = residual_proj ? residual_std : 0.02;
+    size_t n = t.numel;
+    if (t.name == "transformer.wte.weight") n = size_t(cfg_.vocab) * cfg_.channels;
+    for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(std_dev * rng.normal(t.offset + i));
+  }
+}
+
+void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
+  const Gpt2Tensors::Layer& w = wt_.layers[l];
+  const LayerActs& a = act_.layers[l];
+  const int N = B * T, C = cfg_.channels;
+  layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
+  linear_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, act_.w_t, N, C, 3 * C);
+  attention_forward(a.atty, a.att, a.qkv, B, T, C, cfg_.heads);
+  linear_forward(a.attproj, a.atty, w.attprojw, w.attprojb, act_.w_t, N, C, C);
+  residual_forward(a.res2, res_in, a.attproj, size_t(N) * C);
+  layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
+  linear_forward(a.fch, a.ln2, w.fcw, w.fcb, act_.w_t, N, C, 4 * C);
+  gelu_forward(a.fch_gelu, a.fch, size_t(N) * 4 * C);
+  linear_forward(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, act_.w_t, N, 4 * C, C);
+  residual_forward(a.res3, a.res2, a.fcproj, size_t(N) * C);
+}
+
+float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+  const int N = B * T, C = cfg_.channels, Vp = cfg_.padded_vocab;
+  B_ = B, T_ = T, inputs_ = inputs, has_targets_ = targets != nullptr;
+  embed_forward(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T, C);
+  const float* res = act_.encoded;
+  for (int l = 0; l < cfg_.layers; ++l) {
+    layer_forward(l, res, B, T);
+    res = act_.layers[l].res3;
+  }
+  layernorm_forward(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N, C);
+  linear_forward(act_.logits, act_.lnf, wt_.wte, static_cast<const float*>(nullptr), act_.w_t, N,
+                 C, Vp);
+  if (!targets) return 0.0f;
+  crossentropy_forward_backward(act_.losses, act_.dlogits, act_.logits, targets, N, cfg_.vocab, Vp,
+                                1.0f / float(N));
+  double sum = 0.0;  // in position order
+  for (int i = 0; i < N; ++i) sum += act_.losses[i];
+  return static_cast<float>(sum / N);
+}
+
+// On entry dres holds the gradient of the layer's output (res3); on return, of its input.
+// Each residual add's backward routes the gradient unchanged to the skip path and the branch.
+void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T) {
+  const Gpt2Tensors::Layer& w = wt_.layers[l];
+  const Gpt2Tensors::Layer& g = gt_.layers[l];
+  const LayerActs& a = act_.layers[l];
+  const int N = B * T, C = cfg_.channels;
+  const size_t NC = size_t(N) * C;
+  // MLP half: res3 = res2 + fcproj(gelu(fc(LN2(res2)))).
+  zero(act_.dres2, NC), zero(act_.dbranch, NC);
+  residual_backward(act_.dres2, act_.dbranch, dres, NC);
+  zero(act_.dfch_gelu, NC * 4), zero(act_.dfch, NC * 4), zero(act_.dln, NC);
+  linear_backward(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, N,
+                  4 * C, C);
+  gelu_backward(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
+  linear_backward(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C);
+  layernorm_backward(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd,
+                     N, C);
+  // Attention half: res2 = res_in + attproj(attn(qkv(LN1(res_in)))).
+  zero(dres, NC), zero(act_.dbranch, NC);
+  residual_backward(dres, act_.dbranch, act_.dres2, NC);
+  zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
+  linear_backward(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
+  attention_backward(act_.dqkv, act_.dp, act_.datty, a.qkv, a.att, B, T, C, cfg_.heads);
+  linear_backward(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
+  layernorm_backward(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
+}
+
+void Gpt2::backward() {
+  if (!has_targets_) throw std::logic_error("Gpt2::backward needs a forward with targets");
+  const int B = B_, T = T_, N = B * T, C = cfg_.channels, L = cfg_.layers;
+  const size_t NC = size_t(N) * C;
+  const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
+  zero(act_.dln, NC);
+  linear_backward(act_.dln, gt_.wte, static_cast<float*>(nullptr), act_.dlogits, act_.lnf, wt_.wte,
+                  N, C, cfg_.padded_vocab);
+  zero(act_.dres, NC);
+  layernorm_backward(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, res_last, wt_.lnfw, act_.lnf_mean,
+                     act_.lnf_rstd, N, C);
+  for (int l = L - 1; l >= 0; --l) {
+    layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
+  }
+  embed_backward(gt_.wte, gt_.wpe, act_.dres, inputs_, B, T, C);
+}
+
+}  // namespace reftrain

@@ -1,0 +1,89 @@
+// The gpt2 family (DESIGN.md): x = wte[tok] + wpe[t]; per layer x += attn(LN1(x)),
+// x += Wproj·gelu(Wfc·LN2(x) + bfc) + bproj; logits = LNf(x)·wteᵀ (tied).
+// Parameters live in one mega-buffer described by a ParamLayout; activations live in one arena
+// sized at construction for (B, T). Forward and backward use only ops/ kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/buffer.h"
+#include "core/config.h"
+#include "core/param_layout.h"
+
+namespace reftrain {
+
+// Views of one mega-buffer (weights or gradients) by tensor, in nanoGPT's naming.
+struct Gpt2Tensors {
+  struct Layer {
+    float *ln1w, *ln1b;          // transformer.h.{l}.ln_1.{weight,bias}         [C]
+    float *qkvw, *qkvb;          // transformer.h.{l}.attn.c_attn.{weight,bias}  [3C,C], [3C]
+    float *attprojw, *attprojb;  // transformer.h.{l}.attn.c_proj.{weight,bias}  [C,C], [C]
+    float *ln2w, *ln2b;          // transformer.h.{l}.ln_2.{weight,bias}         [C]
+    float *fcw, *fcb;            // transformer.h.{l}.mlp.c_fc.{weight,bias}     [4C,C], [4C]
+    float *fcprojw, *fcprojb;    // transformer.h.{l}.mlp.c_proj.{weight,bias}   [C,4C], [C]
+  };
+  float* wte;  // transformer.wte.weight [Vp,C], also the lm_head
+  float* wpe;  // transformer.wpe.weight [maxT,C]
+  std::vector<Layer> layers;
+  float *lnfw, *lnfb;  // transformer.ln_f.{weight,bias} [C]
+};
+
+ParamLayout gpt2_param_layout(const ModelConfig& cfg);
+Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base);
+
+class Gpt2 {
+ public:
+  // Sizes the arena for batches up to B×T; allocates w and g (zeroed).
+  Gpt2(const ModelConfig& cfg, int B, int T);
+
+  // Floats of activation arena that a forward + backward at (B, T) needs.
+  static size_t activation_floats(const ModelConfig& cfg, int B, int T);
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+  float* weights() { return w_.data(); }
+  const float* weights() const { return w_.data(); }
+  float* grads() { return g_.data(); }
+  size_t arena_floats() const { return arena_.size(); }
+
+  // normal(0, 0.02) for matrices and embeddings, 0.02/√(2L) for the two residual output
+  // projections, 1 for norm weights, 0 for biases and for wte's padding rows (V..Vp-1). Element
+  // i of the mega-buffer draws CounterRng(seed, kInit).normal(i).
+  void init_weights(uint64_t seed);
+
+  // Forward over B×T tokens (≤ the construction sizes). With targets, returns the mean
+  // cross-entropy and keeps dlogits for backward(); without, returns 0 and only fills logits.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  // Accumulates (+=) the gradient of the last forward's loss into grads().
+  void backward();
+  // Logits [B,T,Vp] of the last forward.
+  const float* logits() const { return act_.logits; }
+
+ private:
+  struct LayerActs {
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *attproj, *res2;
+    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
+  };
+  struct Acts {
+    float* encoded;
+    std::vector<LayerActs> layers;
+    float *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
+    // Backward scratch, reused by every layer.
+    float *dres, *dres2, *dbranch, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dp, *dlogits;
+    float* w_t;  // transposed weight for linear_forward
+  };
+  void layer_forward(int l, const float* res_in, int B, int T);
+  void layer_backward(int l, const float* res_in, float* dres, int B, int T);
+
+  ModelConfig cfg_;
+  ParamLayout layout_;
+  AlignedBuffer<float> w_, g_, arena_;
+  Gpt2Tensors wt_, gt_;
+  Acts act_;
+  int B_ = 0, T_ = 0;                    // sizes of the last forward
+  const int32_t* inputs_ = nullptr;      // tokens of the last forward (for embed_backward)
+  bool has_targets_ = false;
+};
+
+}  // namespace reftrain

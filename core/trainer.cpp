@@ -1,0 +1,145 @@
+#include "core/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "core/error.h"
+#include "optim/adamw.h"
+
+namespace reftrain {
+
+namespace {
+BatchSampler::Mode sampler_mode(const Dataset& d) {
+  return d.kind == "llmc-tokens" ? BatchSampler::Mode::kSequential : BatchSampler::Mode::kRandom;
+}
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T) {
+  const ParamLayout layout = gpt2_param_layout(model);
+  return {layout.num_params(), 4 * layout.total() * sizeof(float),
+          Gpt2::activation_floats(model, B, T) * sizeof(float)};
+}
+
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data)
+    : model_cfg_(model),
+      train_(train),
+      data_(std::move(data)),
+      model_(model, train.batch, train.seq),
+      m_(model_.layout().total()),
+      v_(model_.layout().total()),
+      inputs_(size_t(train.batch) * train.seq),
+      targets_(size_t(train.batch) * train.seq),
+      train_batches_(data_.train, train.batch, train.seq, sampler_mode(data_), train.seed,
+                     RngStream::kTrainData),
+      val_batches_(data_.val, train.batch, train.seq, sampler_mode(data_), train.seed,
+                   RngStream::kValData),
+      schedule_{train.lr, train.min_lr, train.warmup, train.steps, train.schedule} {
+  check_vocab(data_, model.vocab);
+  check_batch_fits(data_.train, "train", data_.source, train.batch, train.seq, sampler_mode(data_));
+  check_batch_fits(data_.val, "val", data_.source, train.batch, train.seq, sampler_mode(data_));
+  model_.init_weights(train.seed);
+}
+
+StepResult Trainer::step(int k) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int B = train_.batch, T = train_.seq;
+  train_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
+  const float loss = model_.forward(inputs_.data(), targets_.data(), B, T);
+  model_.backward();
+
+  const ParamLayout& layout = model_.layout();
+  float* w = model_.weights();
+  float* g = model_.grads();
+  const GradStats stats = finalize_grad_stats(reduce_norm_sq(g, layout.total()), train_.clip);
+  const float lr = learning_rate(schedule_, k);
+  const size_t wd = layout.wd_end(), rest = layout.total() - wd;
+  AdamWHyper hp{lr, train_.beta1, train_.beta2, train_.eps, train_.wd};
+  adamw_update(w, g, m_.data(), v_.data(), wd, stats, hp, k + 1);
+  hp.wd = 0.0f;
+  adamw_update(w + wd, g + wd, m_.data() + wd, v_.data() + wd, rest, stats, hp, k + 1);
+
+  const auto t1 = std::chrono::steady_clock::now();
+  const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  return {k + 1, loss, lr, stats.grad_norm, stats.clip, ms};
+}
+
+Json Trainer::describe(const std::string& preset, const std::string& init) const {
+  const ModelConfig& m = model_cfg_;
+  const TrainConfig& t = train_;
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "fnv1a64:%016llx", static_cast<unsigned long long>(data_.hash));
+  return {
+      {"type", "run"},
+      {"version", REFTRAIN_VERSION},
+      {"build", REFTRAIN_BUILD_FLAGS},
+      {"preset", preset},
+      {"model",
+       {{"arch", arch_name(m.arch)}, {"layers", m.layers}, {"heads", m.heads},
+        {"channels", m.channels}, {"max_seq", m.max_seq}, {"vocab", m.vocab},
+        {"padded_vocab", m.padded_vocab}, {"params", model_.layout().num_params()},
+        {"layernorm_eps", 1e-5}, {"gelu", "tanh"}, {"tied_lm_head", true}}},
+      {"train",
+       {{"batch", t.batch}, {"seq", t.seq}, {"steps", t.steps}, {"warmup", t.warmup},
+        {"schedule", schedule_name(t.schedule)}, {"lr", json_float(t.lr)}, {"min_lr", json_float(t.min_lr)},
+        {"val_every", t.val_every}, {"val_batches", t.val_batches}}},
+      {"optimizer",
+       {{"name", "adamw"}, {"beta1", json_float(t.beta1)}, {"beta2", json_float(t.beta2)}, {"eps", json_float(t.eps)}, {"wd", json_float(t.wd)},
+        {"clip", json_float(t.clip)}, {"decay", "matrices and embeddings (the first layout range)"}}},
+      {"seed", t.seed},
+      {"init", init},
+      {"rng", "philox4x32-10"},
+      {"data",
+       {{"kind", data_.kind}, {"source", data_.source}, {"hash", hash},
+        {"train_tokens", data_.train.size()}, {"val_tokens", data_.val.size()},
+        {"tokenizer", data_.kind == "text" ? "bytes" : "llm.c token ids"}}},
+  };
+}
+
+float Trainer::validate() {
+  const int B = train_.batch, T = train_.seq;
+  int n = train_.val_batches > 0 ? train_.val_batches : 1;
+  if (sampler_mode(data_) == BatchSampler::Mode::kSequential) {
+    const int available = int((data_.val.size() - 1) / (size_t(B) * T));
+    n = std::min(n, available);
+  }
+  double sum = 0.0;
+  for (int k = 0; k < n; ++k) {
+    val_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
+    sum += model_.forward(inputs_.data(), targets_.data(), B, T);
+  }
+  return static_cast<float>(sum / n);
+}
+
+std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int n, float temperature,
+                                     uint64_t seed) {
+  if (prompt.empty()) throw std::invalid_argument("Trainer::sample needs a prompt");
+  const CounterRng rng(seed, RngStream::kSample);
+  const int V = model_cfg_.vocab, Vp = model_cfg_.padded_vocab;
+  std::vector<int32_t> tokens = prompt;
+  std::vector<double> probs(static_cast<size_t>(V));
+  for (int i = 0; i < n; ++i) {
+    const int T = std::min<int>(int(tokens.size()), train_.seq);
+    model_.forward(tokens.data() + tokens.size() - size_t(T), nullptr, 1, T);
+    const float* z = model_.logits() + size_t(T - 1) * Vp;
+    double maxz = z[0], sum = 0.0;
+    for (int j = 1; j < V; ++j) maxz = std::max<double>(maxz, z[j]);
+    for (int j = 0; j < V; ++j) sum += probs[j] = std::exp((z[j] - maxz) / temperature);
+    // Inverse CDF: the first token whose cumulative probability passes u.
+    const double u = rng.uniform(uint64_t(i)) * sum;
+    int next = V - 1;
+    double cdf = 0.0;
+    for (int j = 0; j < V; ++j) {
+      cdf += probs[j];
+      if (u < cdf) {
+        next = j;
+        break;
+      }
+    }
+    tokens.push_back(next);
+  }
+  return std::vector<int32_t>(tokens.begin() + std::ptrdiff_t(prompt.size()), tokens.end());
+}
+
+}  // namespace reftrain

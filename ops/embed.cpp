@@ -1,0 +1,55 @@
+#include "ops/embed.h"
+
+#include <cstddef>
+
+namespace reftrain {
+
+template <typename T>
+void embed_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn,
+                   int C) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < Tn; ++t) {
+      const size_t bt = size_t(b) * Tn + t;
+      T* o = out + bt * C;
+      const T* e = wte + size_t(tokens[bt]) * C;
+      const T* p = wpe + size_t(t) * C;
+      for (int c = 0; c < C; ++c) o[c] = e[c] + p[c];
+    }
+  }
+}
+
+template <typename T>
+void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn,
+                    int C) {
+  // dwte rows are shared by repeated tokens: split the work over channel blocks instead of
+  // positions, so each element of dwte is summed by one thread in position order.
+  constexpr int kBlock = 32;
+  const int nblocks = (C + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < nblocks; ++cb) {
+    const int c0 = cb * kBlock;
+    const int c1 = c0 + kBlock < C ? c0 + kBlock : C;
+    for (size_t bt = 0; bt < size_t(B) * Tn; ++bt) {
+      T* d = dwte + size_t(tokens[bt]) * C;
+      const T* g = dout + bt * C;
+      for (int c = c0; c < c1; ++c) d[c] += g[c];
+    }
+  }
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < Tn; ++t) {
+    T* d = dwpe + size_t(t) * C;
+    for (int b = 0; b < B; ++b) {
+      const T* g = dout + (size_t(b) * Tn + t) * C;
+      for (int c = 0; c < C; ++c) d[c] += g[c];
+    }
+  }
+}
+
+#define REFTRAIN_INSTANTIATE(T)                                                            \
+  template void embed_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int); \
+  template void embed_backward<T>(T*, T*, const T*, const int32_t*, int, int, int);
+REFTRAIN_INSTANTIATE(float)
+REFTRAIN_INSTANTIATE(double)
+
+}  // namespace reftrain

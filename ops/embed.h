@@ -1,0 +1,19 @@
+// Token + position embedding (gpt2 family). GPU twin: 01_embed.wgsl.
+//   forward:  out[b,t,:] = wte[tok[b,t],:] + wpe[t,:]
+//   backward: dwte[tok[b,t],:] += dout[b,t,:];  dwpe[t,:] += dout[b,t,:]
+// Shapes: tok [B,T] int32, wte [V,C], wpe [maxT,C], out/dout [B,T,C].
+#pragma once
+
+#include <cstdint>
+
+namespace reftrain {
+
+template <typename T>
+void embed_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C);
+
+// Accumulates (+=) into dwte and dwpe. A token that appears twice adds twice, in position
+// order, so the sum is the same for any thread count.
+template <typename T>
+void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C);
+
+}  // namespace reftrain

@@ -1,0 +1,27 @@
+// Linear layer: a matmul with the weight in nn.Linear layout, plus bias. GPU twins:
+// 03_linear.wgsl (forward) and 11_linear_backward.wgsl (both backward products).
+//   forward:        out[r,o] = b[o] + Σ_k inp[r,k]·w[o,k]        out = inp·wᵀ + b
+//   backward-data:  dinp[r,k] += Σ_o dout[r,o]·w[o,k]             dinp += dout·w
+//   backward-weight dw[o,k] += Σ_r dout[r,o]·inp[r,k]             dw += doutᵀ·inp
+//                   db[o] += Σ_r dout[r,o]
+// Shapes: inp [N,K], w [O,K], b [O] (may be null), out [N,O].
+//
+// Every sum runs over its index in ascending order, starting from the bias (forward) or the
+// value already in the accumulator (backward), so results do not depend on the thread count.
+// The loops are ordered so that the innermost one walks contiguous, independent outputs: the
+// compiler vectorizes it without reordering any sum.
+#pragma once
+
+namespace reftrain {
+
+// w_t is caller scratch of K·O elements: the forward transposes w into it once per call so
+// that each row's outputs are updated together, one k at a time.
+template <typename T>
+void linear_forward(T* out, const T* inp, const T* w, const T* b, T* w_t, int N, int K, int O);
+
+// Accumulates (+=) into dinp, dw and db; dinp or db may be null when not wanted.
+template <typename T>
+void linear_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, int N, int K,
+                     int O);
+
+}  // namespace reftrain

@@ -1,0 +1,22 @@
+// LayerNorm over the last axis (gpt2 family). GPU twin: 02_norm.wgsl.
+//   forward:  mean = Σx/C;  var = Σ(x-mean)²/C (biased);  rstd = 1/√(var + eps)
+//             n = (x - mean)·rstd;  out = n·w + b
+//   backward: dn = dout·w;  dx += rstd·(dn - mean(dn) - n·mean(dn·n))
+//             dw += Σ_rows dout·n;  db += Σ_rows dout
+// Shapes: x/out/dout/dx [N,C], w/b/dw/db [C], mean/rstd [N]. eps = 1e-5.
+#pragma once
+
+namespace reftrain {
+
+constexpr double kLayerNormEps = 1e-5;
+
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C);
+
+// Accumulates (+=) into dx, dw, db. dx is parallel over rows; dw and db are parallel over
+// channels, each summing its rows in order, so no result depends on the thread count.
+template <typename T>
+void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
+                        const T* rstd, int N, int C);
+
+}  // namespace reftrain

@@ -1,0 +1,17 @@
+// Residual add: the skip connection of every block. GPU twin: the residual entry point of
+// 09_backward_ffn.wgsl.
+//   forward:  out = a + b
+//   backward: da += dout;  db += dout   (the gradient flows unchanged into both branches)
+#pragma once
+
+#include <cstddef>
+
+namespace reftrain {
+
+template <typename T>
+void residual_forward(T* out, const T* a, const T* b, size_t n);
+
+template <typename T>
+void residual_backward(T* da, T* db, const T* dout, size_t n);
+
+}  // namespace reftrain

@@ -1,0 +1,39 @@
+// Global-norm clipping and AdamW over a range of the mega-buffers. GPU twin:
+// 12_optimizer.wgsl (reduce_norm_sq, finalize_grad_stats, adamw_update); seed 004 gives the
+// formulas, DESIGN.md states them. A call on the wd range and one on the no-wd range are the
+// CPU twin of the two dispatches.
+#pragma once
+
+#include <cstddef>
+
+namespace reftrain {
+
+struct GradStats {
+  float grad_norm;  // √Σg² over finite g
+  float clip;       // the factor applied to every gradient, ≤ 1
+};
+
+struct AdamWHyper {
+  float lr;
+  float beta1;
+  float beta2;
+  float eps;
+  float wd;  // 0 in the no-wd range
+};
+
+// Σ g² over finite g only. The range is cut into kNormChunks fixed chunks (not one per thread);
+// each chunk and then the chunk sums are added in order in double precision, so the result is
+// identical for any thread count.
+double reduce_norm_sq(const float* g, size_t n);
+
+// grad_norm = √norm_sq; clip = min(1, max_norm / max(grad_norm, 1e-6)), or 1 when max_norm is 0
+// (clipping off).
+GradStats finalize_grad_stats(double norm_sq, float max_norm);
+
+// One AdamW step at step number t ≥ 1 (fp32, element-wise, in place), then g = 0:
+//   g' = isfinite(g) ? g·clip : 0;  m = β1·m + (1-β1)·g';  v = β2·v + (1-β2)·g'²
+//   m̂ = m / max(1-β1ᵗ, 1e-12);  v̂ = v / max(1-β2ᵗ, 1e-12);  w -= lr·(m̂/(√v̂+ε) + wd·w)
+void adamw_update(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
+                  const AdamWHyper& hp, int t);
+
+}  // namespace reftrain

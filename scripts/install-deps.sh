@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs reftrain's build, test and data dependencies from Debian 12's archive.
+# Idempotent: packages already present are skipped, and `apt-get update` runs only when
+# something is missing.
+set -euo pipefail
+
+packages=(
+  build-essential cmake
+  libeigen3-dev libxsimd-dev libcli11-dev nlohmann-json3-dev
+  libomp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-torch python3-numpy
+  fortunes
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -q
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
