@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "core/error.h"
-#include "optim/adamw.h"
 
 namespace reftrain {
 
@@ -15,6 +14,20 @@ BatchSampler::Mode sampler_mode(const Dataset& d) {
   return d.kind == "llmc-tokens" ? BatchSampler::Mode::kSequential : BatchSampler::Mode::kRandom;
 }
 }  // namespace
+
+GradStats optimizer_step(Gpt2& model, float* m, float* v, const TrainConfig& train, float lr,
+                         int t) {
+  const ParamLayout& layout = model.layout();
+  float* w = model.weights();
+  float* g = model.grads();
+  const GradStats stats = finalize_grad_stats(reduce_norm_sq(g, layout.total()), train.clip);
+  const size_t wd = layout.wd_end(), rest = layout.total() - wd;
+  AdamWHyper hp{lr, train.beta1, train.beta2, train.eps, train.wd};
+  adamw_update(w, g, m, v, wd, stats, hp, t);
+  hp.wd = 0.0f;
+  adamw_update(w + wd, g + wd, m + wd, v + wd, rest, stats, hp, t);
+  return stats;
+}
 
 MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T) {
   const ParamLayout layout = gpt2_param_layout(model);
@@ -49,16 +62,8 @@ StepResult Trainer::step(int k) {
   const float loss = model_.forward(inputs_.data(), targets_.data(), B, T);
   model_.backward();
 
-  const ParamLayout& layout = model_.layout();
-  float* w = model_.weights();
-  float* g = model_.grads();
-  const GradStats stats = finalize_grad_stats(reduce_norm_sq(g, layout.total()), train_.clip);
   const float lr = learning_rate(schedule_, k);
-  const size_t wd = layout.wd_end(), rest = layout.total() - wd;
-  AdamWHyper hp{lr, train_.beta1, train_.beta2, train_.eps, train_.wd};
-  adamw_update(w, g, m_.data(), v_.data(), wd, stats, hp, k + 1);
-  hp.wd = 0.0f;
-  adamw_update(w + wd, g + wd, m_.data() + wd, v_.data() + wd, rest, stats, hp, k + 1);
+  const GradStats stats = optimizer_step(model_, m_.data(), v_.data(), train_, lr, k + 1);
 
   const auto t1 = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();

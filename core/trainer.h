@@ -13,6 +13,7 @@
 #include "core/data.h"
 #include "core/gpt2.h"
 #include "core/trace.h"
+#include "optim/adamw.h"
 #include "optim/schedule.h"
 
 namespace reftrain {
@@ -25,6 +26,12 @@ struct StepResult {
   float clip;
   double ms;        // wall time of the whole step
 };
+
+// The optimizer half of a step (seed 004's order): reduce_norm_sq over the whole mega-buffer,
+// finalize_grad_stats, then adamw_update on the wd range and on the no-wd range at step t ≥ 1.
+// Leaves the gradients zeroed.
+GradStats optimizer_step(Gpt2& model, float* m, float* v, const TrainConfig& train, float lr,
+                         int t);
 
 // Bytes a run needs: w, g, m, v (4 fp32 per parameter slot) plus the activation arena.
 struct MemoryEstimate {
