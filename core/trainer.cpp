@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/error.h"
+#include "simd/simd.h"
 
 namespace reftrain {
 
@@ -79,6 +80,7 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
       {"type", "run"},
       {"version", REFTRAIN_VERSION},
       {"build", REFTRAIN_BUILD_FLAGS},
+      {"simd", simd::arch_name()},
       {"preset", preset},
       {"model",
        {{"arch", arch_name(m.arch)}, {"layers", m.layers}, {"heads", m.heads},
