@@ -67,9 +67,8 @@ void expect_user_error(const std::string& args, int code, const std::string& sub
 // (not std:: distributions, so the text is the same on every platform).
 std::string learnable_text() {
   const char* sentences[] = {
-      "the cat sat on the mat.\n",      "a dog ran in the park.\n",
-      "the sun is hot today.\n",        "we like to read books.\n",
-      "birds sing in the morning.\n",   "she drinks tea with milk.\n",
+      "the cat sat on the mat.\n", "a dog ran in the park.\n",     "the sun is hot today.\n",
+      "we like to read books.\n",  "birds sing in the morning.\n", "she drinks tea with milk.\n",
   };
   const uint64_t n = sizeof(sentences) / sizeof(sentences[0]);
   uint64_t x = 20240520;
@@ -317,9 +316,9 @@ TEST_F(CliTest, TraceIsIdenticalAcrossThreadCounts) {
   std::vector<std::string> traces;
   for (int threads : {1, 2, 3}) {
     traces.push_back(dir_.file("trace" + std::to_string(threads) + ".jsonl"));
-    const CommandResult r = run_reftrain("train --preset tiny --steps 20 --data " + text_ +
-                                         " --trace " + traces.back() + " --threads " +
-                                         std::to_string(threads));
+    const CommandResult r =
+        run_reftrain("train --preset tiny --steps 20 --data " + text_ + " --trace " +
+                     traces.back() + " --threads " + std::to_string(threads));
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   // Not vacuous: 20 steps were traced.
@@ -344,8 +343,8 @@ TEST_F(CliTest, TraceIsIdenticalRunToRun) {
 
 TEST_F(CliTest, TinyPresetLearnsSimpleText) {
   const std::string trace = dir_.file("learn.jsonl");
-  const CommandResult r = run_reftrain("train --preset tiny --steps 200 --data " + text_ +
-                                       " --trace " + trace);
+  const CommandResult r =
+      run_reftrain("train --preset tiny --steps 200 --data " + text_ + " --trace " + trace);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<double> losses, val_losses;
   std::vector<int> val_steps;

@@ -243,10 +243,18 @@ void run_adamw_case(const AdamCase& c) {
   EXPECT_GE(nonfinite, 3);
 }
 
-TEST(AdamW, FirstStepNoDecay) { run_adamw_case({1, 0.0f}); }
-TEST(AdamW, FirstStepWithDecay) { run_adamw_case({1, 0.1f}); }
-TEST(AdamW, FifthStepNoDecay) { run_adamw_case({5, 0.0f}); }
-TEST(AdamW, FifthStepWithDecay) { run_adamw_case({5, 0.1f}); }
+TEST(AdamW, FirstStepNoDecay) {
+  run_adamw_case({1, 0.0f});
+}
+TEST(AdamW, FirstStepWithDecay) {
+  run_adamw_case({1, 0.1f});
+}
+TEST(AdamW, FifthStepNoDecay) {
+  run_adamw_case({5, 0.0f});
+}
+TEST(AdamW, FifthStepWithDecay) {
+  run_adamw_case({5, 0.1f});
+}
 
 // A non-finite gradient is a zero gradient: m and v decay, w moves only by the decay and the
 // existing momentum, exactly as if g had been 0.
@@ -296,11 +304,11 @@ TEST(LearningRate, CosineEndpointsAndMidpoint) {
     const double p = double(step - s.warmup) / double(s.steps - s.warmup);
     return mn + 0.5 * (1 + std::cos(pi * p)) * (lr - mn);
   };
-  expect_lr(learning_rate(s, 10), lr, "p=0", 10);                 // start of decay: lr
+  expect_lr(learning_rate(s, 10), lr, "p=0", 10);  // start of decay: lr
   expect_lr(learning_rate(s, 35), mn + 0.5 * (1 + std::sqrt(0.5)) * (lr - mn), "p=1/4", 35);
   expect_lr(learning_rate(s, 60), 0.5 * (lr + mn), "p=1/2", 60);  // midpoint
   expect_lr(learning_rate(s, 109), cosine(109), "last step", 109);
-  EXPECT_GT(learning_rate(s, 109), s.min_lr);  // p < 1 on the last step
+  EXPECT_GT(learning_rate(s, 109), s.min_lr);        // p < 1 on the last step
   expect_lr(learning_rate(s, 110), mn, "p=1", 110);  // the formula's end point: min_lr
   for (int step = s.warmup; step < s.steps; ++step) {
     expect_lr(learning_rate(s, step), cosine(step), "cosine", step);

@@ -1,7 +1,5 @@
 // core/rng.h: Philox4x32-10 against the Random123 known-answer vectors, and the CounterRng
 // views (words, uniform, normal, below) built on it.
-#include "core/rng.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +8,8 @@
 #include <cstring>
 #include <set>
 #include <vector>
+
+#include "core/rng.h"
 
 namespace reftrain {
 namespace {
@@ -41,9 +41,9 @@ TEST(CounterRng, WordsAreKeyedPhilox) {
   const uint64_t index = 0x00000005fffffff3ull;
   const uint32_t sub = 7;
   const CounterRng rng(kSeed, RngStream::kTrainData);
-  const Philox4x32 expected = philox4x32_10(
-      {0xfffffff3u, 0x00000005u, sub, static_cast<uint32_t>(RngStream::kTrainData)},
-      {0x89abcdefu, 0x01234567u});
+  const Philox4x32 expected =
+      philox4x32_10({0xfffffff3u, 0x00000005u, sub, static_cast<uint32_t>(RngStream::kTrainData)},
+                    {0x89abcdefu, 0x01234567u});
   EXPECT_EQ(rng.words(index, sub), expected);
   EXPECT_EQ(rng.words(index), rng.words(index, 0));
 }
@@ -83,8 +83,8 @@ TEST(CounterRng, DifferentInputsDifferentWords) {
   // Many indices and streams: all 128-bit outputs distinct.
   std::set<Philox4x32> seen;
   size_t count = 0;
-  for (RngStream s : {RngStream::kInit, RngStream::kTrainData, RngStream::kValData,
-                      RngStream::kSample}) {
+  for (RngStream s :
+       {RngStream::kInit, RngStream::kTrainData, RngStream::kValData, RngStream::kSample}) {
     const CounterRng rng(kSeed, s);
     for (uint64_t i = 0; i < 2000; ++i, ++count) seen.insert(rng.words(i));
   }

@@ -1,0 +1,212 @@
+// safetensors: a round trip of every dtype, the header layout, and rejection (as a UserError,
+// never a crash or an out-of-bounds read) of truncated and inconsistent files.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "tests/test_util.h"
+
+namespace reftrain {
+namespace {
+
+using testing::read_file;
+using testing::TempDir;
+using testing::write_file;
+
+template <typename F>
+std::string user_error_of(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string le64(uint64_t v) {
+  std::string s(8, '\0');
+  for (int i = 0; i < 8; ++i) s[i] = char((v >> (8 * i)) & 0xff);
+  return s;
+}
+
+// A file from a hand-written header and data section.
+std::string raw_file(const std::string& header, const std::string& data) {
+  return le64(header.size()) + header + data;
+}
+
+SafetensorsFile sample_file() {
+  SafetensorsFile f;
+  const std::vector<float> f32 = {1.5f, -0.0f, 3.25e-39f, -7.0f, 1e30f, 0.1f};
+  const std::vector<double> f64 = {3.141592653589793, -2.5e-300};
+  const std::vector<uint16_t> f16 = {0x3c00, 0xc000, 0x7bff};  // raw half bits: 1, -2, 65504
+  const std::vector<int64_t> i64 = {-1, int64_t(1) << 40};
+  const std::vector<int32_t> i32 = {-5, 7, 2147483647, -2147483647 - 1};
+  const std::vector<uint16_t> u16 = {0, 65535, 50256};
+  const std::vector<uint8_t> u8 = {0, 1, 255};
+  f.add("w.f32", DType::kF32, {2, 3}, f32.data());
+  f.add("w.f64", DType::kF64, {2}, f64.data());
+  f.add("w.f16", DType::kF16, {3}, f16.data());
+  f.add("w.i64", DType::kI64, {2, 1}, i64.data());
+  f.add("w.i32", DType::kI32, {4}, i32.data());
+  f.add("w.u16", DType::kU16, {1, 3}, u16.data());
+  f.add("w.u8", DType::kU8, {3}, u8.data());
+  const float scalar = 42.0f;
+  f.add("scalar", DType::kF32, {}, &scalar);
+  f.add("empty", DType::kF32, {0, 4}, nullptr);
+  f.metadata["config"] = R"({"layers":2})";
+  f.metadata["note"] = "ünïcode ok";
+  return f;
+}
+
+TEST(Safetensors, RoundTripsEveryDtype) {
+  TempDir dir;
+  const SafetensorsFile f = sample_file();
+  write_safetensors(dir.file("a.safetensors"), f);
+  const SafetensorsFile g = read_safetensors(dir.file("a.safetensors"));
+  EXPECT_EQ(g.path, dir.file("a.safetensors"));
+  EXPECT_EQ(g.metadata, f.metadata);
+  ASSERT_EQ(g.tensors.size(), f.tensors.size());
+  for (const auto& [name, t] : f.tensors) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(g.tensors.count(name), 1u);
+    const SafeTensor& u = g.tensors.at(name);
+    EXPECT_EQ(u.dtype, t.dtype);
+    EXPECT_EQ(u.shape, t.shape);
+    EXPECT_EQ(u.bytes, t.bytes);  // bit for bit: -0.0, subnormals, extremes
+  }
+  EXPECT_EQ(g.tensors.at("scalar").numel(), 1u);
+  EXPECT_EQ(g.tensors.at("empty").numel(), 0u);
+  const std::vector<int32_t> i32 = g.get("w.i32", {4}).as<int32_t>();
+  EXPECT_EQ(i32, (std::vector<int32_t>{-5, 7, 2147483647, -2147483647 - 1}));
+  EXPECT_EQ(g.get("w.f32").as<float>()[4], 1e30f);
+  EXPECT_EQ(g.get("w.u16").as<uint16_t>()[2], 50256);
+  EXPECT_THROW(g.get("w.f32").as<int32_t>(), std::invalid_argument);
+}
+
+TEST(Safetensors, HeaderIsStandardJsonAndDataIsAligned) {
+  TempDir dir;
+  write_safetensors(dir.file("a.safetensors"), sample_file());
+  const std::string bytes = read_file(dir.file("a.safetensors"));
+  ASSERT_GE(bytes.size(), 8u);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | uint8_t(bytes[i]);
+  ASSERT_LE(8 + n, bytes.size());
+  EXPECT_EQ((8 + n) % 8, 0u) << "the data section starts 8-byte aligned";
+  const nlohmann::json h = nlohmann::json::parse(bytes.substr(8, n));
+  EXPECT_EQ(h["w.f32"]["dtype"], "F32");
+  EXPECT_EQ(h["w.f32"]["shape"], nlohmann::json::array({2, 3}));
+  EXPECT_EQ(h["__metadata__"]["config"], R"({"layers":2})");
+  // Offsets tile the data section with neither gaps nor overlap.
+  uint64_t total = 0;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    total += it.value()["data_offsets"][1].get<uint64_t>() -
+             it.value()["data_offsets"][0].get<uint64_t>();
+  }
+  EXPECT_EQ(8 + n + total, bytes.size());
+}
+
+TEST(Safetensors, GetChecksNameAndShape) {
+  TempDir dir;
+  write_safetensors(dir.file("a.safetensors"), sample_file());
+  const SafetensorsFile g = read_safetensors(dir.file("a.safetensors"));
+  EXPECT_NO_THROW(g.get("w.f32", {2, 3}));
+  EXPECT_NE(user_error_of([&] { g.get("w.f32", {3, 2}); }).find("shape [2,3]"), std::string::npos);
+  EXPECT_NE(user_error_of([&] { g.get("missing"); }).find("missing"), std::string::npos);
+}
+
+TEST(Safetensors, TruncatedFileIsRejected) {
+  TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  write_safetensors(path, sample_file());
+  const std::string good = read_file(path);
+  // Cut anywhere inside the data section: some tensor's offsets now lie outside it.
+  for (size_t cut : {size_t(1), size_t(4), size_t(20)}) {
+    write_file(path, good.substr(0, good.size() - cut));
+    const std::string msg = user_error_of([&] { read_safetensors(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << "cut " << cut << ": " << msg;
+    EXPECT_NE(msg.find("outside"), std::string::npos) << "cut " << cut << ": " << msg;
+  }
+  // Cut inside the header, and inside the 8-byte length.
+  write_file(path, good.substr(0, 30));
+  EXPECT_NE(user_error_of([&] { read_safetensors(path); }), "");
+  write_file(path, good.substr(0, 5));
+  EXPECT_NE(user_error_of([&] { read_safetensors(path); }).find("8-byte"), std::string::npos);
+  write_file(path, "");
+  EXPECT_NE(user_error_of([&] { read_safetensors(path); }), "");
+}
+
+TEST(Safetensors, HeaderLengthPastEndIsRejected) {
+  TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  const std::string header = R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})";
+  write_file(path, raw_file(header, "ab"));
+  EXPECT_EQ(read_safetensors(path).get("x").bytes, (std::vector<uint8_t>{'a', 'b'}));  // control
+  for (uint64_t len : {uint64_t(header.size()) + 3, uint64_t(1) << 40, ~uint64_t(0)}) {
+    write_file(path, le64(len) + header + "ab");
+    const std::string msg = user_error_of([&] { read_safetensors(path); });
+    EXPECT_NE(msg.find("past the end"), std::string::npos) << len << ": " << msg;
+  }
+}
+
+TEST(Safetensors, OffsetsOutsideDataAreRejected) {
+  TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  const std::string data(16, 'x');
+  const char* bad[] = {
+      R"({"x":{"dtype":"F32","shape":[100],"data_offsets":[0,400]}})",  // end past data
+      R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",    // straddles the end
+      R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[17,17]}})",    // begins past the end
+      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})",      // begin > end
+      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})",     // negative
+      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4294967300]}})",
+  };
+  for (const char* header : bad) {
+    write_file(path, raw_file(header, data));
+    const std::string msg = user_error_of([&] { read_safetensors(path); });
+    EXPECT_NE(msg.find("outside"), std::string::npos) << header << ": " << msg;
+    EXPECT_NE(msg.find("'x'"), std::string::npos) << header << ": " << msg;
+  }
+  // The control: the last four bytes are a valid tensor.
+  write_file(path, raw_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", data));
+  EXPECT_EQ(read_safetensors(path).get("x").bytes.size(), 4u);
+}
+
+TEST(Safetensors, InconsistentEntriesAreRejected) {
+  TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  const std::string data(64, '\0');
+  const char* bad[] = {
+      R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",   // size != shape
+      R"({"x":{"dtype":"BF17","shape":[2],"data_offsets":[0,4]}})",  // unknown dtype
+      R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",  // negative dimension
+      R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})",
+      R"({"x":{"dtype":"F32","shape":[1]}})",  // no offsets
+      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0]}})",
+      R"({"x":7})",
+      R"({"x":{"dtype":4,"shape":[1],"data_offsets":[0,4]}})",
+      R"({"__metadata__":{"a":1}})",  // metadata not str -> str
+      R"({"x":{"dtype":"F32",)",      // broken JSON
+      R"([1,2,3])",                   // not an object
+  };
+  for (const char* header : bad) {
+    write_file(path, raw_file(header, data));
+    EXPECT_NE(user_error_of([&] { read_safetensors(path); }), "") << header;
+  }
+}
+
+TEST(Safetensors, MissingFileIsRejected) {
+  TempDir dir;
+  const std::string msg = user_error_of([&] { read_safetensors(dir.file("none.safetensors")); });
+  EXPECT_NE(msg.find("none.safetensors"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace reftrain
