@@ -666,7 +666,9 @@ TEST(CrossEntropy, PaddedColumnsIgnored) {
     double row_sum = 0;
     for (int j = 0; j < Vp; ++j) {
       const double g = dz[size_t(i) * Vp + j];
-      if (j >= V) EXPECT_EQ(g, 0.0) << "padded dlogits[" << i << "," << j << "]";
+      if (j >= V) {
+        EXPECT_EQ(g, 0.0) << "padded dlogits[" << i << "," << j << "]";
+      }
       row_sum += g;
     }
     // softmax sums to 1 and the one-hot to 1: each real row of dlogits sums to 0.
@@ -745,28 +747,30 @@ TEST(Attention, CausalRowsSumToOneFloat) {
   check_causal<float>(0x1p-23);
 }
 
+// A buffer between guard zones of sentinel values, to catch writes outside it.
+constexpr size_t kGuard = 64;
+constexpr double kSentinel = -777.25;
+struct Guarded {
+  std::vector<double> buf;
+  size_t n;
+  Guarded(size_t size, double fill) : buf(size + 2 * kGuard, kSentinel), n(size) {
+    std::fill(buf.begin() + kGuard, buf.begin() + kGuard + n, fill);
+  }
+  double* data() { return buf.data() + kGuard; }
+  bool guards_intact() const {
+    for (size_t i = 0; i < kGuard; ++i) {
+      if (buf[i] != kSentinel || buf[kGuard + n + i] != kSentinel) return false;
+    }
+    return true;
+  }
+};
+
 // The backward's contract: it reads dout, qkv and att, accumulates into dqkv and uses
 // dp_scratch [B,NH,T]; it writes nothing else and nothing outside those buffers. Every buffer
 // sits between guard zones of sentinel values.
 TEST(Attention, BackwardWritesOnlyDqkvAndScratch) {
   const AttentionOp op;
   constexpr int B = AttentionOp::B, T = AttentionOp::T, C = AttentionOp::C, NH = AttentionOp::NH;
-  constexpr size_t kGuard = 64;
-  constexpr double kSentinel = -777.25;
-  struct Guarded {
-    std::vector<double> buf;
-    size_t n;
-    Guarded(size_t size, double fill) : buf(size + 2 * kGuard, kSentinel), n(size) {
-      std::fill(buf.begin() + kGuard, buf.begin() + kGuard + n, fill);
-    }
-    double* data() { return buf.data() + kGuard; }
-    bool guards_intact() const {
-      for (size_t i = 0; i < kGuard; ++i) {
-        if (buf[i] != kSentinel || buf[kGuard + n + i] != kSentinel) return false;
-      }
-      return true;
-    }
-  };
   Guarded qkv(op.inputs[0].size(), 0), out(op.out_size(), 0), att(op.att_size(), 0);
   std::copy(op.inputs[0].begin(), op.inputs[0].end(), qkv.data());
   attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);

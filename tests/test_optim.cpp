@@ -312,7 +312,9 @@ TEST(LearningRate, CosineEndpointsAndMidpoint) {
   expect_lr(learning_rate(s, 110), mn, "p=1", 110);  // the formula's end point: min_lr
   for (int step = s.warmup; step < s.steps; ++step) {
     expect_lr(learning_rate(s, step), cosine(step), "cosine", step);
-    if (step > s.warmup) EXPECT_LE(learning_rate(s, step), learning_rate(s, step - 1));
+    if (step > s.warmup) {
+      EXPECT_LE(learning_rate(s, step), learning_rate(s, step - 1));
+    }
   }
 }
 
