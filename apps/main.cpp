@@ -1,4 +1,6 @@
 // reftrain: a CPU GPT trainer and golden model. Subcommands live in apps/*_cmd.cpp.
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <map>
@@ -37,10 +39,12 @@ int main(int argc, char** argv) {
       if (sub->parsed()) return run();
     }
   } catch (const UserError& e) {
-    std::fprintf(stderr, "\nerror: %s\n", e.what());
+    if (isatty(fileno(stdout))) std::printf("\n");  // end a progress line left open
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "\nerror: out of memory; try a smaller --batch or --seq\n");
+    std::fprintf(stderr, "error: out of memory; try a smaller --batch or --seq\n");
     return kExitInputError;
   }
   return kExitUsageError;

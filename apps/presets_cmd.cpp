@@ -19,8 +19,9 @@ CommandRunner add_presets_command(CLI::App&) {
                   p.train.batch, p.train.seq, double(mem.params) / 1e6,
                   double(mem.total()) / (1 << 20), p.summary.c_str());
     }
-    std::printf("\nmemory = fp32 weights, grads, AdamW m and v (16 bytes per parameter) + the "
-                "activation arena at the preset's B and T.\n");
+    std::printf(
+        "\nmemory = fp32 weights, grads, AdamW m and v (16 bytes per parameter) + the "
+        "activation arena at the preset's B and T.\n");
     return 0;
   };
 }

@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -24,11 +26,23 @@ namespace {
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace;
-  std::string schedule;
+  std::string schedule, seed;
   TrainConfig over;  // values given on the command line; see `given`
   int threads = 0;
   std::map<std::string, CLI::Option*> given;
 };
+
+// CLI11 would wrap "-1" or 2^64 into a valid uint64 silently; accept only 0..2^64-1 as written.
+uint64_t parse_seed(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 20 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+  errno = 0;
+  const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE) {
+    throw usage_error("--seed " + text + " is not an integer in [0, 18446744073709551615]");
+  }
+  return v;
+}
 
 // Applies every option the user gave over the preset's values.
 TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
@@ -40,21 +54,26 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   set("--min-lr", t.min_lr, a.over.min_lr), set("--wd", t.wd, a.over.wd);
   set("--beta1", t.beta1, a.over.beta1), set("--beta2", t.beta2, a.over.beta2);
   set("--eps", t.eps, a.over.eps), set("--clip", t.clip, a.over.clip);
-  set("--warmup", t.warmup, a.over.warmup), set("--seed", t.seed, a.over.seed);
+  set("--warmup", t.warmup, a.over.warmup);
   set("--val-every", t.val_every, a.over.val_every);
   if (a.given.at("--lr")->count() > 0 && a.given.at("--min-lr")->count() == 0) {
     t.min_lr = std::min(t.min_lr, t.lr);  // keep min_lr ≤ lr when only --lr is given
   }
-  if (!a.schedule.empty()) t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
+  if (!a.seed.empty()) t.seed = parse_seed(a.seed);
+  if (!a.schedule.empty())
+    t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
   return t;
 }
 
 std::string duration(double seconds) {
   char buf[32];
   const long s = std::lround(seconds);
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", s);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", s);
   return buf;
 }
 
@@ -62,17 +81,20 @@ std::string duration(double seconds) {
 class Progress {
  public:
   Progress(int steps, int tokens_per_step)
-      : steps_(steps), tokens_(tokens_per_step), tty_(isatty(fileno(stdout))),
+      : steps_(steps),
+        tokens_(tokens_per_step),
+        tty_(isatty(fileno(stdout))),
         every_(std::max(1, steps / 20)) {}
   void step(const StepResult& r) {
     total_ms_ += r.ms;
     const double avg_ms = total_ms_ / r.step;
     if (tty_ || r.step == 1 || r.step % every_ == 0 || r.step == steps_) {
-      std::printf("%sstep %*d/%d | loss %.4f | lr %.2e | norm %6.3f | %7.0f tok/s | %7.1f ms/step "
-                  "| ETA %s%s",
-                  tty_ ? "\r\033[K" : "", width(), r.step, steps_, r.loss, r.lr, r.grad_norm,
-                  tokens_ / (avg_ms / 1000.0), avg_ms, duration((steps_ - r.step) * avg_ms / 1000.0).c_str(),
-                  tty_ ? "" : "\n");
+      std::printf(
+          "%sstep %*d/%d | loss %.4f | lr %.2e | norm %6.3f | %7.0f tok/s | %7.1f ms/step "
+          "| ETA %s%s",
+          tty_ ? "\r\033[K" : "", width(), r.step, steps_, r.loss, r.lr, r.grad_norm,
+          tokens_ / (avg_ms / 1000.0), avg_ms,
+          duration((steps_ - r.step) * avg_ms / 1000.0).c_str(), tty_ ? "" : "\n");
       std::fflush(stdout);
     }
   }
@@ -94,8 +116,11 @@ class Progress {
 };
 
 Dataset load_data(const TrainArgs& a) {
-  if (!a.data.empty() && !a.data_tokens.empty()) {
-    throw usage_error("give --data or --data-tokens, not both");
+  for (const char* name : {"--data", "--data-tokens", "--init-from"}) {
+    const CLI::Option* o = a.given.at(name);
+    if (o->count() > 0 && o->as<std::string>().empty()) {
+      throw usage_error(std::string(name) + " needs a file name");
+    }
   }
   if (!a.data_tokens.empty()) return load_llmc_tokens(a.data_tokens);
   if (!a.data.empty()) return load_text_file(a.data);
@@ -128,11 +153,12 @@ int run_train(const TrainArgs& a) {
   trace.write(trainer.describe(preset.name, init));
 
   const Dataset& d = trainer.data();
-  std::printf("reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | B%d T%d | %d steps | "
-              "%d threads\n",
-              REFTRAIN_VERSION, preset.name.c_str(), arch_name(model.arch), model.layers,
-              model.heads, model.channels, trainer.model().layout().num_params() / 1e6,
-              train.batch, train.seq, train.steps, threads);
+  std::printf(
+      "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | B%d T%d | %d steps | "
+      "%d threads\n",
+      REFTRAIN_VERSION, preset.name.c_str(), arch_name(model.arch), model.layers, model.heads,
+      model.channels, trainer.model().layout().num_params() / 1e6, train.batch, train.seq,
+      train.steps, threads);
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
 
@@ -148,9 +174,13 @@ int run_train(const TrainArgs& a) {
   for (int k = 0; k < train.steps; ++k) {
     const StepResult r = trainer.step(k);
     progress.step(r);
-    trace.write({{"type", "step"}, {"step", r.step}, {"loss", json_float(r.loss)},
-                 {"lr", json_float(r.lr)}, {"grad_norm", json_float(r.grad_norm)},
-                 {"clip", json_float(r.clip)}, {"ms", std::round(r.ms * 1000.0) / 1000.0}});
+    trace.write({{"type", "step"},
+                 {"step", r.step},
+                 {"loss", json_float(r.loss)},
+                 {"lr", json_float(r.lr)},
+                 {"grad_norm", json_float(r.grad_norm)},
+                 {"clip", json_float(r.clip)},
+                 {"ms", std::round(r.ms * 1000.0) / 1000.0}});
     if (!std::isfinite(r.loss)) {
       throw input_error("loss is not finite at step " + std::to_string(r.step) +
                         "; lower --lr or check the data");
@@ -172,10 +202,13 @@ CommandRunner add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
   app.add_option("--preset", a->preset, "model and recipe (see `reftrain presets`)")
       ->capture_default_str();
-  auto* data = app.add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
-  app.add_option("--data-tokens", a->data_tokens, "llm.c token file (uint16, magic 20240520)")
-      ->excludes(data);
-  app.add_option("--init-from", a->init_from, "llm.c GPT-2 checkpoint (fp32, magic 20240326)");
+  a->given["--data"] =
+      app.add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
+  a->given["--data-tokens"] =
+      app.add_option("--data-tokens", a->data_tokens, "llm.c token file (uint16, magic 20240520)")
+          ->excludes(a->given["--data"]);
+  a->given["--init-from"] =
+      app.add_option("--init-from", a->init_from, "llm.c GPT-2 checkpoint (fp32, magic 20240326)");
   app.add_option("--trace", a->trace, "write a JSONL trace of the run to this file");
   auto opt = [&](const char* name, auto& dst, const char* help) {
     a->given[name] = app.add_option(name, dst, help);
@@ -192,7 +225,7 @@ CommandRunner add_train_command(CLI::App& app) {
   opt("--eps", o.eps, "AdamW epsilon");
   opt("--clip", o.clip, "max global gradient norm (0 = off)");
   opt("--warmup", o.warmup, "linear warmup steps");
-  opt("--seed", o.seed, "seed for init, batches and sampling");
+  app.add_option("--seed", a->seed, "seed for init, batches and sampling (0 .. 2^64-1)");
   opt("--val-every", o.val_every, "validation loss every N steps (0 = only at the end)");
   app.add_option("--schedule", a->schedule, "learning-rate schedule after warmup")
       ->check(CLI::IsMember({"cosine", "constant"}));

@@ -16,16 +16,24 @@ struct Shapes {
   int N, K, O;
   std::vector<float> inp, w, b, out, w_t, dout, dinp, dw, db;
   explicit Shapes(const benchmark::State& s)
-      : N(int(s.range(0))), K(int(s.range(1))), O(int(s.range(2))),
-        inp(size_t(N) * K, 0.5f), w(size_t(O) * K, 0.25f), b(O, 0.1f), out(size_t(N) * O),
-        w_t(size_t(K) * O), dout(size_t(N) * O, 0.01f), dinp(size_t(N) * K), dw(size_t(O) * K),
+      : N(int(s.range(0))),
+        K(int(s.range(1))),
+        O(int(s.range(2))),
+        inp(size_t(N) * K, 0.5f),
+        w(size_t(O) * K, 0.25f),
+        b(O, 0.1f),
+        out(size_t(N) * O),
+        w_t(size_t(K) * O),
+        dout(size_t(N) * O, 0.01f),
+        dinp(size_t(N) * K),
+        dw(size_t(O) * K),
         db(O) {}
   double flops() const { return 2.0 * N * K * O; }
 };
 
 void set_rate(benchmark::State& s, double flops_per_iter) {
-  s.counters["GFLOP/s"] =
-      benchmark::Counter(flops_per_iter * double(s.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  s.counters["GFLOP/s"] = benchmark::Counter(flops_per_iter * double(s.iterations()) / 1e9,
+                                             benchmark::Counter::kIsRate);
 }
 
 void BM_forward_reftrain(benchmark::State& s) {

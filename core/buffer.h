@@ -13,7 +13,9 @@ constexpr size_t kAlignBytes = 64;
 constexpr size_t kAlignFloats = kAlignBytes / sizeof(float);
 
 // Rounds n floats up to a whole number of 64-byte lines.
-constexpr size_t align_floats(size_t n) { return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats; }
+constexpr size_t align_floats(size_t n) {
+  return (n + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+}
 
 template <typename T>
 class AlignedBuffer {
@@ -28,7 +30,9 @@ class AlignedBuffer {
   }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), n_(o.n_) { o.data_ = nullptr, o.n_ = 0; }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), n_(o.n_) {
+    o.data_ = nullptr, o.n_ = 0;
+  }
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(n_, o.n_);
@@ -41,7 +45,9 @@ class AlignedBuffer {
   size_t size() const { return n_; }
   T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
-  void zero() { if (n_) std::memset(static_cast<void*>(data_), 0, n_ * sizeof(T)); }
+  void zero() {
+    if (n_) std::memset(static_cast<void*>(data_), 0, n_ * sizeof(T));
+  }
 
  private:
   T* data_ = nullptr;

@@ -92,9 +92,13 @@ const Preset& find_preset(const std::string& name) {
   throw usage_error("unknown preset '" + name + "'; choose one of: " + names);
 }
 
-const char* arch_name(Arch) { return "gpt2"; }
+const char* arch_name(Arch) {
+  return "gpt2";
+}
 
-const char* schedule_name(Schedule s) { return s == Schedule::kCosine ? "cosine" : "constant"; }
+const char* schedule_name(Schedule s) {
+  return s == Schedule::kCosine ? "cosine" : "constant";
+}
 
 void validate(const ModelConfig& m, const TrainConfig& t) {
   if (m.channels % m.heads != 0) {

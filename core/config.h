@@ -13,11 +13,11 @@ enum class Arch { kGpt2 };
 
 struct ModelConfig {
   Arch arch = Arch::kGpt2;
-  int layers = 0;    // L
-  int heads = 0;     // NH
-  int channels = 0;  // C
-  int max_seq = 0;   // maxT: rows of the position table, the longest T a run may use
-  int vocab = 0;     // V: token ids are < V
+  int layers = 0;        // L
+  int heads = 0;         // NH
+  int channels = 0;      // C
+  int max_seq = 0;       // maxT: rows of the position table, the longest T a run may use
+  int vocab = 0;         // V: token ids are < V
   int padded_vocab = 0;  // Vp ≥ V: rows of wte, rounded up for alignment (llm.c pads to 64·k)
 };
 

@@ -97,6 +97,7 @@ Dataset load_fortunes(const std::string& dir) {
 Dataset load_llmc_tokens(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw input_error("token file " + path + " does not exist");
+  if (fs::is_directory(path, ec)) throw input_error("token file " + path + " is a directory");
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw input_error("token file " + path + " cannot be read");
   const uint64_t size = uint64_t(in.tellg());
@@ -130,8 +131,8 @@ void check_vocab(const Dataset& d, int vocab) {
   for (const auto* p : parts) {
     for (uint16_t t : *p) {
       if (t >= vocab) {
-        throw input_error("token id " + std::to_string(t) + " at position " +
-                          std::to_string(pos) + " of " + d.source + " is out of range for vocab " +
+        throw input_error("token id " + std::to_string(t) + " at position " + std::to_string(pos) +
+                          " of " + d.source + " is out of range for vocab " +
                           std::to_string(vocab) + "; use a preset with a larger vocabulary");
       }
       ++pos;
@@ -147,9 +148,8 @@ void BatchSampler::fill(uint64_t k, int32_t* inputs, int32_t* targets) const {
   const size_t BT = size_t(B_) * T_;
   const size_t nb = (tokens_.size() - 1) / BT;
   for (int b = 0; b < B_; ++b) {
-    const size_t start = mode_ == Mode::kSequential
-                             ? (k % nb) * BT + size_t(b) * T_
-                             : rng_.below(tokens_.size() - T_, k * B_ + b);
+    const size_t start = mode_ == Mode::kSequential ? (k % nb) * BT + size_t(b) * T_
+                                                    : rng_.below(tokens_.size() - T_, k * B_ + b);
     for (int t = 0; t < T_; ++t) {
       inputs[size_t(b) * T_ + t] = tokens_[start + t];
       targets[size_t(b) * T_ + t] = tokens_[start + t + 1];

@@ -61,7 +61,9 @@ void carve_activations(Acts& a, ArenaCarver& arena, const ModelConfig& cfg, int 
   a.w_t = arena.take(std::max(4 * C * C, C * Vp));
 }
 
-void zero(float* p, size_t n) { std::fill(p, p + n, 0.0f); }
+void zero(float* p, size_t n) {
+  std::fill(p, p + n, 0.0f);
+}
 
 }  // namespace
 
@@ -101,7 +103,8 @@ Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base) {
   for (int l = 0; l < layers; ++l) {
     Gpt2Tensors::Layer y;
     y.ln1w = at(layer_name(l, "ln_1.weight")), y.ln1b = at(layer_name(l, "ln_1.bias"));
-    y.qkvw = at(layer_name(l, "attn.c_attn.weight")), y.qkvb = at(layer_name(l, "attn.c_attn.bias"));
+    y.qkvw = at(layer_name(l, "attn.c_attn.weight")),
+    y.qkvb = at(layer_name(l, "attn.c_attn.bias"));
     y.attprojw = at(layer_name(l, "attn.c_proj.weight"));
     y.attprojb = at(layer_name(l, "attn.c_proj.bias"));
     y.ln2w = at(layer_name(l, "ln_2.weight")), y.ln2b = at(layer_name(l, "ln_2.bias"));
@@ -141,7 +144,8 @@ void Gpt2::init_weights(uint64_t seed) {
   for (const ParamTensor& t : layout_.tensors()) {
     float* p = w_.data() + t.offset;
     if (t.shape.size() == 1) {
-      const bool is_weight = t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
+      const bool is_weight =
+          t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
       std::fill(p, p + t.numel, is_weight ? 1.0f : 0.0f);
       continue;
     }
@@ -179,8 +183,8 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T)
     res = act_.layers[l].res3;
   }
   layernorm_forward(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N, C);
-  linear_forward(act_.logits, act_.lnf, wt_.wte, static_cast<const float*>(nullptr), act_.w_t, N,
-                 C, Vp);
+  linear_forward(act_.logits, act_.lnf, wt_.wte, static_cast<const float*>(nullptr), act_.w_t, N, C,
+                 Vp);
   if (!targets) return 0.0f;
   crossentropy_forward_backward(act_.losses, act_.dlogits, act_.logits, targets, N, cfg_.vocab, Vp,
                                 1.0f / float(N));

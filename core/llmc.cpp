@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -21,19 +22,33 @@ struct LlmcTensor {
   bool per_layer;
 };
 constexpr LlmcTensor kOrder[] = {
-    {"transformer.wte.weight", false}, {"transformer.wpe.weight", false},
-    {"ln_1.weight", true},             {"ln_1.bias", true},
-    {"attn.c_attn.weight", true},      {"attn.c_attn.bias", true},
-    {"attn.c_proj.weight", true},      {"attn.c_proj.bias", true},
-    {"ln_2.weight", true},             {"ln_2.bias", true},
-    {"mlp.c_fc.weight", true},         {"mlp.c_fc.bias", true},
-    {"mlp.c_proj.weight", true},       {"mlp.c_proj.bias", true},
-    {"transformer.ln_f.weight", false}, {"transformer.ln_f.bias", false},
+    {"transformer.wte.weight", false},
+    {"transformer.wpe.weight", false},
+    {"ln_1.weight", true},
+    {"ln_1.bias", true},
+    {"attn.c_attn.weight", true},
+    {"attn.c_attn.bias", true},
+    {"attn.c_proj.weight", true},
+    {"attn.c_proj.bias", true},
+    {"ln_2.weight", true},
+    {"ln_2.bias", true},
+    {"mlp.c_fc.weight", true},
+    {"mlp.c_fc.bias", true},
+    {"mlp.c_proj.weight", true},
+    {"mlp.c_proj.bias", true},
+    {"transformer.ln_f.weight", false},
+    {"transformer.ln_f.bias", false},
 };
 
 }  // namespace
 
 ModelConfig read_llmc_config(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw input_error("checkpoint " + path + " does not exist");
+  if (std::filesystem::is_directory(path, ec)) {
+    throw input_error("checkpoint " + path + " is a directory");
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw input_error("checkpoint " + path + " cannot be opened");
   const uint64_t size = uint64_t(in.tellg());
@@ -55,11 +70,11 @@ ModelConfig read_llmc_config(const std::string& path) {
   cfg.max_seq = h[2], cfg.vocab = h[3], cfg.layers = h[4], cfg.heads = h[5];
   cfg.channels = h[6], cfg.padded_vocab = h[7];
   const bool sane = cfg.max_seq > 0 && cfg.max_seq <= 1 << 20 && cfg.vocab > 0 &&
-                    cfg.vocab <= 1 << 20 && cfg.layers > 0 && cfg.layers <= 1024 &&
-                    cfg.heads > 0 && cfg.channels > 0 && cfg.channels <= 1 << 16 &&
-                    cfg.channels % cfg.heads == 0 && cfg.padded_vocab >= cfg.vocab &&
-                    cfg.padded_vocab <= 1 << 20;
-  if (!sane) throw input_error("checkpoint " + path + " has an impossible model shape in its header");
+                    cfg.vocab <= 1 << 20 && cfg.layers > 0 && cfg.layers <= 1024 && cfg.heads > 0 &&
+                    cfg.channels > 0 && cfg.channels <= 1 << 16 && cfg.channels % cfg.heads == 0 &&
+                    cfg.padded_vocab >= cfg.vocab && cfg.padded_vocab <= 1 << 20;
+  if (!sane)
+    throw input_error("checkpoint " + path + " has an impossible model shape in its header");
   const uint64_t C = uint64_t(cfg.channels), L = uint64_t(cfg.layers);
   const uint64_t n = uint64_t(cfg.padded_vocab) * C + uint64_t(cfg.max_seq) * C +
                      L * (12 * C * C + 13 * C) + 2 * C;

@@ -30,8 +30,8 @@ Philox4x32 philox4x32_10(Philox4x32 c, std::array<uint32_t, 2> k) {
 }
 
 Philox4x32 CounterRng::words(uint64_t index, uint32_t sub) const {
-  const Philox4x32 counter = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
-                              sub, static_cast<uint32_t>(stream_)};
+  const Philox4x32 counter = {static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), sub,
+                              static_cast<uint32_t>(stream_)};
   return philox4x32_10(counter, {static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32)});
 }
 

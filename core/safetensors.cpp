@@ -24,12 +24,30 @@ constexpr DTypeInfo kDTypes[] = {{DType::kF64, "F64", 8}, {DType::kF32, "F32", 4
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<double>() { return DType::kF64; }
-template <> constexpr DType dtype_of<float>() { return DType::kF32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::kI64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::kI32; }
-template <> constexpr DType dtype_of<uint16_t>() { return DType::kU16; }
-template <> constexpr DType dtype_of<uint8_t>() { return DType::kU8; }
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::kF64;
+}
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::kF32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::kI64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::kI32;
+}
+template <>
+constexpr DType dtype_of<uint16_t>() {
+  return DType::kU16;
+}
+template <>
+constexpr DType dtype_of<uint8_t>() {
+  return DType::kU8;
+}
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
@@ -86,7 +104,9 @@ size_t dtype_size(DType d) {
   return 0;
 }
 
-size_t SafeTensor::numel() const { return bytes.size() / dtype_size(dtype); }
+size_t SafeTensor::numel() const {
+  return bytes.size() / dtype_size(dtype);
+}
 
 template <typename T>
 std::vector<T> SafeTensor::as() const {
@@ -152,7 +172,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     try {
       if (it.key() == "__metadata__") {
-        for (auto m = it->begin(); m != it->end(); ++m) file.metadata[m.key()] = m->get<std::string>();
+        for (auto m = it->begin(); m != it->end(); ++m)
+          file.metadata[m.key()] = m->get<std::string>();
         continue;
       }
       uint64_t begin = 0;

@@ -19,12 +19,12 @@
 namespace reftrain {
 
 struct StepResult {
-  int step;         // 1-based: step k ends with the k-th update
-  float loss;       // forward loss before this step's update
+  int step;    // 1-based: step k ends with the k-th update
+  float loss;  // forward loss before this step's update
   float lr;
   float grad_norm;  // before clipping
   float clip;
-  double ms;        // wall time of the whole step
+  double ms;  // wall time of the whole step
 };
 
 // The optimizer half of a step (seed 004's order): reduce_norm_sq over the whole mega-buffer,
@@ -35,9 +35,9 @@ GradStats optimizer_step(Gpt2& model, float* m, float* v, const TrainConfig& tra
 
 // Bytes a run needs: w, g, m, v (4 fp32 per parameter slot) plus the activation arena.
 struct MemoryEstimate {
-  size_t params;        // parameters, padding excluded
-  size_t param_bytes;   // w + g + m + v, padding included
-  size_t arena_bytes;   // activations and backward scratch at (B, T)
+  size_t params;       // parameters, padding excluded
+  size_t param_bytes;  // w + g + m + v, padding included
+  size_t arena_bytes;  // activations and backward scratch at (B, T)
   size_t total() const { return param_bytes + arena_bytes; }
 };
 MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T);

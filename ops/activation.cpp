@@ -34,8 +34,8 @@ void gelu_backward(T* dx, const T* x, const T* dout, size_t n) {
   }
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                   \
-  template void gelu_forward<T>(T*, const T*, size_t);            \
+#define REFTRAIN_INSTANTIATE(T)                        \
+  template void gelu_forward<T>(T*, const T*, size_t); \
   template void gelu_backward<T>(T*, const T*, const T*, size_t);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)

@@ -85,10 +85,9 @@ void attention_backward(T* dqkv, T* dp_scratch, const T* dout, const T* qkv, con
   }
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                                         \
-  template void attention_forward<T>(T*, T*, const T*, int, int, int, int);             \
-  template void attention_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int, \
-                                      int);
+#define REFTRAIN_INSTANTIATE(T)                                             \
+  template void attention_forward<T>(T*, T*, const T*, int, int, int, int); \
+  template void attention_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
 

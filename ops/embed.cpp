@@ -20,8 +20,7 @@ void embed_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, in
 }
 
 template <typename T>
-void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn,
-                    int C) {
+void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
   // dwte rows are shared by repeated tokens: split the work over channel blocks instead of
   // positions, so each element of dwte is summed by one thread in position order.
   constexpr int kBlock = 32;
@@ -46,7 +45,7 @@ void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int 
   }
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                                            \
+#define REFTRAIN_INSTANTIATE(T)                                                          \
   template void embed_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int); \
   template void embed_backward<T>(T*, T*, const T*, const int32_t*, int, int, int);
 REFTRAIN_INSTANTIATE(float)

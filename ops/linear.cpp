@@ -52,8 +52,8 @@ void linear_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T
   }
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                                              \
-  template void linear_forward<T>(T*, const T*, const T*, const T*, T*, int, int, int);      \
+#define REFTRAIN_INSTANTIATE(T)                                                         \
+  template void linear_forward<T>(T*, const T*, const T*, const T*, T*, int, int, int); \
   template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)

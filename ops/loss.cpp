@@ -29,7 +29,7 @@ void crossentropy_forward_backward(T* losses, T* dlogits, const T* logits, const
 
 template void crossentropy_forward_backward<float>(float*, float*, const float*, const int32_t*,
                                                    int, int, int, float);
-template void crossentropy_forward_backward<double>(double*, double*, const double*,
-                                                    const int32_t*, int, int, int, double);
+template void crossentropy_forward_backward<double>(double*, double*, const double*, const int32_t*,
+                                                    int, int, int, double);
 
 }  // namespace reftrain

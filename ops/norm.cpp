@@ -6,8 +6,7 @@
 namespace reftrain {
 
 template <typename T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int N,
-                       int C) {
+void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < N; ++i) {
     const T* xi = x + size_t(i) * C;
@@ -71,8 +70,8 @@ void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T*
   }
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                                               \
-  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int);     \
+#define REFTRAIN_INSTANTIATE(T)                                                           \
+  template void layernorm_forward<T>(T*, T*, T*, const T*, const T*, const T*, int, int); \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, \
                                       const T*, int, int);
 REFTRAIN_INSTANTIATE(float)

@@ -17,8 +17,8 @@ void residual_backward(T* da, T* db, const T* dout, size_t n) {
   }
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                         \
-  template void residual_forward<T>(T*, const T*, const T*, size_t);   \
+#define REFTRAIN_INSTANTIATE(T)                                      \
+  template void residual_forward<T>(T*, const T*, const T*, size_t); \
   template void residual_backward<T>(T*, T*, const T*, size_t);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)

@@ -12,7 +12,9 @@ using Arch = xsimd::default_arch;
 template <typename T>
 using Batch = xsimd::batch<T, Arch>;
 
-inline const char* arch_name() { return Arch::name(); }
+inline const char* arch_name() {
+  return Arch::name();
+}
 
 // Sum of a batch's lanes. (GCC 12 warns falsely about _mm512_undefined_ps inside xsimd 8's
 // AVX-512 hadd; the lanes it calls undefined are overwritten before use.)

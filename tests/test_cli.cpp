@@ -257,6 +257,26 @@ TEST_F(CliTest, DataAndDataTokensTogetherIsUsageError) {
                     "excludes");
 }
 
+TEST_F(CliTest, SeedOutsideUint64IsUsageError) {
+  // CLI11 alone would wrap these into a valid seed and run silently.
+  for (const char* seed : {"-1", "18446744073709551616", "12abc"}) {
+    expect_user_error(
+        "train --preset tiny --steps 1 --seed " + std::string(seed) + " --data " + text_, 2,
+        "--seed " + std::string(seed) + " is not an integer");
+  }
+}
+
+TEST_F(CliTest, EmptyFileNameIsUsageError) {
+  // An explicit empty --data must not fall back to the default corpus.
+  expect_user_error("train --preset tiny --data ''", 2, "--data needs a file name");
+  expect_user_error("train --preset tiny --data-tokens ''", 2, "--data-tokens needs a file name");
+}
+
+TEST_F(CliTest, DirectoryAsLlmcFileIsInputError) {
+  expect_user_error("train --preset tiny --data-tokens " + dir_.file(""), 1, "is a directory");
+  expect_user_error("train --preset tiny --init-from " + dir_.file(""), 1, "is a directory");
+}
+
 // --- help and presets -------------------------------------------------------------------------
 
 TEST(CliHelp, TrainHelpListsOptions) {

@@ -189,14 +189,28 @@ TEST(BatchSampler, SequentialIsLlmcWindowOrder) {
   }
 }
 
-TEST(BatchSampler, SequentialUsesTheLastFullWindow) {
-  // n - 1 = B·T exactly: one batch, whose last target is the last token.
+TEST(BatchSampler, SequentialUsesOnlyFullWindows) {
   const int B = 2, T = 4;
-  const std::vector<uint16_t> tokens = iota_tokens(B * T + 1);
-  const BatchSampler s(tokens, B, T, BatchSampler::Mode::kSequential, 1, RngStream::kTrainData);
   std::vector<int32_t> in(B * T), tg(B * T);
-  s.fill(3, in.data(), tg.data());
-  for (int i = 0; i < B * T; ++i) EXPECT_EQ(in[i], i), EXPECT_EQ(tg[i], i + 1);
+  // n - 1 = B·T exactly: one batch, whose last target is the last token.
+  const std::vector<uint16_t> one = iota_tokens(B * T + 1);
+  const BatchSampler s1(one, B, T, BatchSampler::Mode::kSequential, 1, RngStream::kTrainData);
+  s1.fill(3, in.data(), tg.data());
+  for (int i = 0; i < B * T; ++i) {
+    EXPECT_EQ(in[i], i);
+    EXPECT_EQ(tg[i], i + 1);
+  }
+  // n = 3·B·T: the third window would need one target past the end, so there are two batches
+  // (nb = ⌊(n-1)/(B·T)⌋) and batch 2 wraps to batch 0.
+  const std::vector<uint16_t> three = iota_tokens(3 * B * T);
+  const BatchSampler s3(three, B, T, BatchSampler::Mode::kSequential, 1, RngStream::kTrainData);
+  s3.fill(2, in.data(), tg.data());
+  for (int i = 0; i < B * T; ++i) {
+    EXPECT_EQ(in[i], i);
+    EXPECT_EQ(tg[i], i + 1);
+  }
+  s3.fill(5, in.data(), tg.data());
+  for (int i = 0; i < B * T; ++i) EXPECT_EQ(in[i], B * T + i);
 }
 
 TEST(BatchSampler, RandomIsDeterministicWindowsInsideTheData) {

@@ -59,21 +59,19 @@ Oracle run_mirror(const TempDir& dir, const Gpt2& model, const std::vector<int32
   for (int s = 0; s < t.steps; ++s) lrs.push_back(double(learning_rate(sched, s)));
   in.add("inputs", DType::kI32, {t.steps, t.batch, t.seq}, inputs.data());
   in.add("targets", DType::kI32, {t.steps, t.batch, t.seq}, targets.data());
-  in.metadata["config"] = nlohmann::json{{"arch", "gpt2"}, {"layers", m.layers},
-                                         {"heads", m.heads}, {"channels", m.channels},
-                                         {"vocab", m.vocab}, {"padded_vocab", m.padded_vocab},
-                                         {"max_seq", m.max_seq}}
-                              .dump();
-  in.metadata["optim"] = nlohmann::json{{"lrs", lrs},          {"beta1", t.beta1},
-                                        {"beta2", t.beta2},    {"eps", t.eps},
-                                        {"wd", t.wd},          {"clip", t.clip}}
+  in.metadata["config"] = nlohmann::json{
+      {"arch", "gpt2"},         {"layers", m.layers}, {"heads", m.heads},
+      {"channels", m.channels}, {"vocab", m.vocab},   {"padded_vocab", m.padded_vocab},
+      {"max_seq", m.max_seq}}.dump();
+  in.metadata["optim"] = nlohmann::json{{"lrs", lrs},   {"beta1", t.beta1}, {"beta2", t.beta2},
+                                        {"eps", t.eps}, {"wd", t.wd},       {"clip", t.clip}}
                              .dump();
   in.metadata["decay"] = decay.dump();
   write_safetensors(dir.file("in.safetensors"), in);
 
-  const std::string cmd = std::string(REFTRAIN_TORCH_PYTHON) + " " REFTRAIN_SOURCE_DIR
-                          "/tests/torch/gpt2_mirror.py " + dir.file("in.safetensors") + " " +
-                          dir.file("out.safetensors");
+  const std::string cmd = std::string(REFTRAIN_TORCH_PYTHON) +
+                          " " REFTRAIN_SOURCE_DIR "/tests/torch/gpt2_mirror.py " +
+                          dir.file("in.safetensors") + " " + dir.file("out.safetensors");
   const testing::CommandResult r = testing::run_command(cmd);
   EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   Oracle o;
