@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -59,7 +60,7 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   if (a.given.at("--lr")->count() > 0 && a.given.at("--min-lr")->count() == 0) {
     t.min_lr = std::min(t.min_lr, t.lr);  // keep min_lr ≤ lr when only --lr is given
   }
-  if (!a.seed.empty()) t.seed = parse_seed(a.seed);
+  if (a.given.at("--seed")->count() > 0) t.seed = parse_seed(a.seed);
   if (!a.schedule.empty())
     t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
   return t;
@@ -225,7 +226,8 @@ CommandRunner add_train_command(CLI::App& app) {
   opt("--eps", o.eps, "AdamW epsilon");
   opt("--clip", o.clip, "max global gradient norm (0 = off)");
   opt("--warmup", o.warmup, "linear warmup steps");
-  app.add_option("--seed", a->seed, "seed for init, batches and sampling (0 .. 2^64-1)");
+  a->given["--seed"] =
+      app.add_option("--seed", a->seed, "seed for init, batches and sampling (0 .. 2^64-1)");
   opt("--val-every", o.val_every, "validation loss every N steps (0 = only at the end)");
   app.add_option("--schedule", a->schedule, "learning-rate schedule after warmup")
       ->check(CLI::IsMember({"cosine", "constant"}));
