@@ -27,7 +27,7 @@ namespace {
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace;
-  std::string schedule, seed;
+  std::string schedule, seed, precision;
   TrainConfig over;  // values given on the command line; see `given`
   int threads = 0;
   std::map<std::string, CLI::Option*> given;
@@ -57,10 +57,14 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   set("--eps", t.eps, a.over.eps), set("--clip", t.clip, a.over.clip);
   set("--warmup", t.warmup, a.over.warmup);
   set("--val-every", t.val_every, a.over.val_every);
+  set("--z-loss", t.z_loss, a.over.z_loss);
   if (a.given.at("--lr")->count() > 0 && a.given.at("--min-lr")->count() == 0) {
     t.min_lr = std::min(t.min_lr, t.lr);  // keep min_lr ≤ lr when only --lr is given
   }
   if (a.given.at("--seed")->count() > 0) t.seed = parse_seed(a.seed);
+  if (!a.precision.empty()) {
+    t.precision = a.precision == "mixed" ? Precision::kMixed : Precision::kFp32;
+  }
   if (!a.schedule.empty())
     t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
   return t;
@@ -148,6 +152,7 @@ int run_train(const TrainArgs& a) {
   std::string init = "normal(0.02) from seed " + std::to_string(train.seed);
   if (!a.init_from.empty()) {
     load_llmc_weights(a.init_from, model, trainer.model().layout(), trainer.model().weights());
+    trainer.model().refresh_mirror();
     init = "llm.c checkpoint " + a.init_from;
   }
   TraceWriter trace(a.trace);
@@ -155,11 +160,11 @@ int run_train(const TrainArgs& a) {
 
   const Dataset& d = trainer.data();
   std::printf(
-      "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | B%d T%d | %d steps | "
+      "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d | %d steps | "
       "%d threads\n",
       REFTRAIN_VERSION, preset.name.c_str(), arch_name(model.arch), model.layers, model.heads,
-      model.channels, trainer.model().layout().num_params() / 1e6, train.batch, train.seq,
-      train.steps, threads);
+      model.channels, trainer.model().layout().num_params() / 1e6, precision_name(train.precision),
+      train.batch, train.seq, train.steps, threads);
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
 
@@ -229,6 +234,10 @@ CommandRunner add_train_command(CLI::App& app) {
   a->given["--seed"] =
       app.add_option("--seed", a->seed, "seed for init, batches and sampling (0 .. 2^64-1)");
   opt("--val-every", o.val_every, "validation loss every N steps (0 = only at the end)");
+  opt("--z-loss", o.z_loss, "z in loss = CE + z·mean(logsumexp²) (preset: 0 gpt2, 1e-4 llama)");
+  app.add_option("--precision", a->precision,
+                 "fp32, or mixed: matmuls read the fp16 weight mirror (default fp32)")
+      ->check(CLI::IsMember({"fp32", "mixed"}));
   app.add_option("--schedule", a->schedule, "learning-rate schedule after warmup")
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")

@@ -54,4 +54,21 @@ class AlignedBuffer {
   size_t n_ = 0;
 };
 
+// Hands out 64-byte-aligned slices of one arena; with a null base it only counts, so the same
+// code both sizes the arena and carves it.
+class ArenaCarver {
+ public:
+  explicit ArenaCarver(float* base) : base_(base) {}
+  float* take(size_t n) {
+    float* p = base_ ? base_ + used_ : nullptr;
+    used_ += align_floats(n);
+    return p;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  float* base_;
+  size_t used_ = 0;
+};
+
 }  // namespace reftrain

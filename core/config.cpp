@@ -43,6 +43,19 @@ TrainConfig nanogpt_char_recipe(int batch, int seq, int steps, int val_every) {
   return t;
 }
 
+// The llama family (DESIGN.md): F a multiple of 64 near 8C/3, RoPE θ 10000, z-loss 1e-4.
+ModelConfig llama_shape(int layers, int heads, int channels, int ffn, int max_seq) {
+  ModelConfig m = gpt2_shape(layers, heads, channels, max_seq, 256, 256);
+  m.arch = Arch::kLlama;
+  m.ffn = ffn;
+  return m;
+}
+
+TrainConfig with_z_loss(TrainConfig t) {
+  t.z_loss = 1e-4f;
+  return t;
+}
+
 std::vector<Preset> make_presets() {
   std::vector<Preset> p;
   {
@@ -57,6 +70,16 @@ std::vector<Preset> make_presets() {
                nanogpt_char_recipe(12, 64, 2000, 250)});
   p.push_back({"baby", "nanoGPT's shakespeare_char shape", gpt2_shape(6, 6, 384, 256, 256, 256),
                nanogpt_char_recipe(64, 256, 5000, 250)});
+  {
+    TrainConfig t = nanogpt_char_recipe(4, 32, 200, 50);
+    t.lr = 3e-3f, t.min_lr = 3e-4f, t.warmup = 10, t.val_batches = 8;
+    p.push_back(
+        {"llama-tiny", "llama family, for tests", llama_shape(2, 2, 32, 64, 32), with_z_loss(t)});
+  }
+  p.push_back({"llama-laptop", "llama family, the laptop budget", llama_shape(4, 4, 128, 320, 64),
+               with_z_loss(nanogpt_char_recipe(12, 64, 2000, 250))});
+  p.push_back({"llama-small", "llama family, baby's size", llama_shape(6, 6, 384, 1024, 256),
+               with_z_loss(nanogpt_char_recipe(64, 256, 5000, 250))});
   {
     // llm.c's train_gpt2.c CPU run: B=4, T=64, AdamW lr 1e-4, wd 0, no clipping, 40 steps.
     TrainConfig t;
@@ -92,8 +115,12 @@ const Preset& find_preset(const std::string& name) {
   throw usage_error("unknown preset '" + name + "'; choose one of: " + names);
 }
 
-const char* arch_name(Arch) {
-  return "gpt2";
+const char* arch_name(Arch a) {
+  return a == Arch::kLlama ? "llama" : "gpt2";
+}
+
+const char* precision_name(Precision p) {
+  return p == Precision::kMixed ? "mixed" : "fp32";
 }
 
 const char* schedule_name(Schedule s) {
@@ -105,6 +132,11 @@ void validate(const ModelConfig& m, const TrainConfig& t) {
     throw usage_error("channels " + std::to_string(m.channels) + " not divisible by heads " +
                       std::to_string(m.heads));
   }
+  if (m.arch == Arch::kLlama && (m.channels / m.heads) % 2 != 0) {
+    throw usage_error("llama needs an even head size for RoPE; channels/heads is " +
+                      std::to_string(m.channels / m.heads));
+  }
+  if (!(t.z_loss >= 0) || !std::isfinite(t.z_loss)) throw usage_error("--z-loss must be ≥ 0");
   if (t.batch < 1) throw usage_error("--batch must be at least 1");
   if (t.seq < 1) throw usage_error("--seq must be at least 1");
   if (t.seq > m.max_seq) {

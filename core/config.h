@@ -9,7 +9,10 @@
 
 namespace reftrain {
 
-enum class Arch { kGpt2 };
+enum class Arch { kGpt2, kLlama };
+// fp32: everything in fp32. mixed: the matmuls that read a weight read its fp16 mirror,
+// widened to f32 at load; activations, gradients and the optimizer stay fp32.
+enum class Precision { kFp32, kMixed };
 
 struct ModelConfig {
   Arch arch = Arch::kGpt2;
@@ -19,6 +22,8 @@ struct ModelConfig {
   int max_seq = 0;       // maxT: rows of the position table, the longest T a run may use
   int vocab = 0;         // V: token ids are < V
   int padded_vocab = 0;  // Vp ≥ V: rows of wte, rounded up for alignment (llm.c pads to 64·k)
+  int ffn = 0;           // llama: F, the SwiGLU hidden width (gpt2 uses 4C)
+  double rope_theta = 10000.0;  // llama: RoPE base
 };
 
 struct TrainConfig {
@@ -32,6 +37,8 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int val_every = 0;    // 0 = only at the end
   int val_batches = 0;  // batches averaged for one validation loss
+  float z_loss = 0.0f;  // z in loss = CE + z·mean(lse²)
+  Precision precision = Precision::kFp32;
 };
 
 struct Preset {
@@ -47,6 +54,7 @@ const Preset& find_preset(const std::string& name);
 constexpr const char* kDefaultPreset = "laptop";
 
 const char* arch_name(Arch a);
+const char* precision_name(Precision p);
 const char* schedule_name(Schedule s);
 
 // Checks the values a user can set (B, T ≤ maxT, rates, ...); a usage error names the first

@@ -10,7 +10,6 @@
 #include "ops/attention.h"
 #include "ops/embed.h"
 #include "ops/linear.h"
-#include "ops/loss.h"
 #include "ops/norm.h"
 #include "ops/residual.h"
 
@@ -22,24 +21,10 @@ std::string layer_name(int l, const char* rest) {
   return "transformer.h." + std::to_string(l) + "." + rest;
 }
 
-// Hands out 64-byte-aligned slices of one arena; with a null base it only counts.
-class ArenaCarver {
- public:
-  explicit ArenaCarver(float* base) : base_(base) {}
-  float* take(size_t n) {
-    float* p = base_ ? base_ + used_ : nullptr;
-    used_ += align_floats(n);
-    return p;
-  }
-  size_t used() const { return used_; }
+}  // namespace
 
- private:
-  float* base_;
-  size_t used_ = 0;
-};
-
-template <typename Acts>
-void carve_activations(Acts& a, ArenaCarver& arena, const ModelConfig& cfg, int B, int T) {
+template <typename A>
+void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, int B, int T) {
   const size_t BT = size_t(B) * T, C = cfg.channels, Vp = cfg.padded_vocab;
   const size_t att = size_t(B) * cfg.heads * T * T;
   a.encoded = arena.take(BT * C);
@@ -61,10 +46,10 @@ void carve_activations(Acts& a, ArenaCarver& arena, const ModelConfig& cfg, int 
   a.w_t = arena.take(std::max(4 * C * C, C * Vp));
 }
 
+namespace {
 void zero(float* p, size_t n) {
   std::fill(p, p + n, 0.0f);
 }
-
 }  // namespace
 
 ParamLayout gpt2_param_layout(const ModelConfig& cfg) {
@@ -72,9 +57,16 @@ ParamLayout gpt2_param_layout(const ModelConfig& cfg) {
   std::vector<ParamTensor> t;
   auto add = [&t](std::string name, std::vector<int> shape) {
     const bool decay = shape.size() >= 2;  // matrices and embeddings; not norms or biases
-    t.push_back({std::move(name), std::move(shape), 0, 0, decay});
+    const bool is_weight = name.compare(name.size() - 7, 7, ".weight") == 0;
+    ParamInit init = is_weight ? ParamInit::kOnes : ParamInit::kZeros;
+    if (decay) {
+      const bool residual = name.find("c_proj.weight") != std::string::npos;
+      init = residual ? ParamInit::kNormalResidual : ParamInit::kNormal;
+    }
+    t.push_back({std::move(name), std::move(shape), 0, 0, decay, init, -1});
   };
   add("transformer.wte.weight", {cfg.padded_vocab, C});
+  t.back().init_rows = cfg.vocab;  // padding rows V..Vp-1 stay 0
   add("transformer.wpe.weight", {cfg.max_seq, C});
   for (int l = 0; l < cfg.layers; ++l) {
     add(layer_name(l, "ln_1.weight"), {C});
@@ -121,40 +113,16 @@ Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base) {
 size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T) {
   Acts counting;
   ArenaCarver arena(nullptr);
-  carve_activations(counting, arena, cfg, B, T);
+  carve_gpt2_activations(counting, arena, cfg, B, T);
   return arena.used();
 }
 
-Gpt2::Gpt2(const ModelConfig& cfg, int B, int T)
-    : cfg_(cfg),
-      layout_(gpt2_param_layout(cfg)),
-      w_(layout_.total()),
-      g_(layout_.total()),
-      arena_(activation_floats(cfg, B, T)) {
+Gpt2::Gpt2(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss)
+    : Model(cfg, gpt2_param_layout(cfg), precision, z_loss), arena_(activation_floats(cfg, B, T)) {
   wt_ = gpt2_tensors(layout_, cfg.layers, w_.data());
   gt_ = gpt2_tensors(layout_, cfg.layers, g_.data());
   ArenaCarver arena(arena_.data());
-  carve_activations(act_, arena, cfg, B, T);
-}
-
-void Gpt2::init_weights(uint64_t seed) {
-  const CounterRng rng(seed, RngStream::kInit);
-  const double residual_std = 0.02 / std::sqrt(2.0 * cfg_.layers);
-  w_.zero();
-  for (const ParamTensor& t : layout_.tensors()) {
-    float* p = w_.data() + t.offset;
-    if (t.shape.size() == 1) {
-      const bool is_weight =
-          t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
-      std::fill(p, p + t.numel, is_weight ? 1.0f : 0.0f);
-      continue;
-    }
-    const bool residual_proj = t.name.find("c_proj.weight") != std::string::npos;
-    const double std_dev = residual_proj ? residual_std : 0.02;
-    size_t n = t.numel;
-    if (t.name == "transformer.wte.weight") n = size_t(cfg_.vocab) * cfg_.channels;
-    for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(std_dev * rng.normal(t.offset + i));
-  }
+  carve_gpt2_activations(act_, arena, cfg, B, T);
 }
 
 void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
@@ -162,14 +130,14 @@ void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
   const LayerActs& a = act_.layers[l];
   const int N = B * T, C = cfg_.channels;
   layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
-  linear_forward(a.qkv, a.ln1, w.qkvw, w.qkvb, act_.w_t, N, C, 3 * C);
+  linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, act_.w_t, N, C, 3 * C);
   attention_forward(a.atty, a.att, a.qkv, B, T, C, cfg_.heads);
-  linear_forward(a.attproj, a.atty, w.attprojw, w.attprojb, act_.w_t, N, C, C);
+  linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, act_.w_t, N, C, C);
   residual_forward(a.res2, res_in, a.attproj, size_t(N) * C);
   layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
-  linear_forward(a.fch, a.ln2, w.fcw, w.fcb, act_.w_t, N, C, 4 * C);
+  linear_fwd(a.fch, a.ln2, w.fcw, w.fcb, act_.w_t, N, C, 4 * C);
   gelu_forward(a.fch_gelu, a.fch, size_t(N) * 4 * C);
-  linear_forward(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, act_.w_t, N, 4 * C, C);
+  linear_fwd(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, act_.w_t, N, 4 * C, C);
   residual_forward(a.res3, a.res2, a.fcproj, size_t(N) * C);
 }
 
@@ -183,14 +151,9 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T)
     res = act_.layers[l].res3;
   }
   layernorm_forward(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N, C);
-  linear_forward(act_.logits, act_.lnf, wt_.wte, static_cast<const float*>(nullptr), act_.w_t, N, C,
-                 Vp);
+  linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, act_.w_t, N, C, Vp);
   if (!targets) return 0.0f;
-  crossentropy_forward_backward(act_.losses, act_.dlogits, act_.logits, targets, N, cfg_.vocab, Vp,
-                                1.0f / float(N));
-  double sum = 0.0;  // in position order
-  for (int i = 0; i < N; ++i) sum += act_.losses[i];
-  return static_cast<float>(sum / N);
+  return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
 }
 
 // On entry dres holds the gradient of the layer's output (res3); on return, of its input.
@@ -205,19 +168,20 @@ void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T)
   zero(act_.dres2, NC), zero(act_.dbranch, NC);
   residual_backward(act_.dres2, act_.dbranch, dres, NC);
   zero(act_.dfch_gelu, NC * 4), zero(act_.dfch, NC * 4), zero(act_.dln, NC);
-  linear_backward(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, N,
-                  4 * C, C);
+  linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, act_.w_t, N,
+             4 * C, C);
   gelu_backward(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
-  linear_backward(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C);
+  linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, act_.w_t, N, C, 4 * C);
   layernorm_backward(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd,
                      N, C);
   // Attention half: res2 = res_in + attproj(attn(qkv(LN1(res_in)))).
   zero(dres, NC), zero(act_.dbranch, NC);
   residual_backward(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
-  linear_backward(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
+  linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, act_.w_t, N, C,
+             C);
   attention_backward(act_.dqkv, act_.dp, act_.datty, a.qkv, a.att, B, T, C, cfg_.heads);
-  linear_backward(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
+  linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, act_.w_t, N, C, 3 * C);
   layernorm_backward(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
 }
 
@@ -227,8 +191,8 @@ void Gpt2::backward() {
   const size_t NC = size_t(N) * C;
   const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
-  linear_backward(act_.dln, gt_.wte, static_cast<float*>(nullptr), act_.dlogits, act_.lnf, wt_.wte,
-                  N, C, cfg_.padded_vocab);
+  linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, act_.w_t, N, C,
+             cfg_.padded_vocab);
   zero(act_.dres, NC);
   layernorm_backward(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, res_last, wt_.lnfw, act_.lnf_mean,
                      act_.lnf_rstd, N, C);

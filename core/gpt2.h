@@ -1,7 +1,6 @@
 // The gpt2 family (DESIGN.md): x = wte[tok] + wpe[t]; per layer x += attn(LN1(x)),
 // x += Wproj·gelu(Wfc·LN2(x) + bfc) + bproj; logits = LNf(x)·wteᵀ (tied).
-// Parameters live in one mega-buffer described by a ParamLayout; activations live in one arena
-// sized at construction for (B, T). Forward and backward use only ops/ kernels.
+// Forward and backward use only ops/ kernels; each layer's forward and backward sit side by side.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +8,7 @@
 
 #include "core/buffer.h"
 #include "core/config.h"
+#include "core/model.h"
 #include "core/param_layout.h"
 
 namespace reftrain {
@@ -32,33 +32,19 @@ struct Gpt2Tensors {
 ParamLayout gpt2_param_layout(const ModelConfig& cfg);
 Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base);
 
-class Gpt2 {
+class Gpt2 : public Model {
  public:
-  // Sizes the arena for batches up to B×T; allocates w and g (zeroed).
-  Gpt2(const ModelConfig& cfg, int B, int T);
+  // Sizes the arena for batches up to B×T; allocates w and g (zeroed), and w16 when mixed.
+  Gpt2(const ModelConfig& cfg, int B, int T, Precision precision = Precision::kFp32,
+       float z_loss = 0.0f);
 
   // Floats of activation arena that a forward + backward at (B, T) needs.
   static size_t activation_floats(const ModelConfig& cfg, int B, int T);
+  size_t arena_floats() const override { return arena_.size(); }
 
-  const ModelConfig& config() const { return cfg_; }
-  const ParamLayout& layout() const { return layout_; }
-  float* weights() { return w_.data(); }
-  const float* weights() const { return w_.data(); }
-  float* grads() { return g_.data(); }
-  size_t arena_floats() const { return arena_.size(); }
-
-  // normal(0, 0.02) for matrices and embeddings, 0.02/√(2L) for the two residual output
-  // projections, 1 for norm weights, 0 for biases and for wte's padding rows (V..Vp-1). Element
-  // i of the mega-buffer draws CounterRng(seed, kInit).normal(i).
-  void init_weights(uint64_t seed);
-
-  // Forward over B×T tokens (≤ the construction sizes). With targets, returns the mean
-  // cross-entropy and keeps dlogits for backward(); without, returns 0 and only fills logits.
-  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
-  // Accumulates (+=) the gradient of the last forward's loss into grads().
-  void backward();
-  // Logits [B,T,Vp] of the last forward.
-  const float* logits() const { return act_.logits; }
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T) override;
+  void backward() override;
+  const float* logits() const override { return act_.logits; }
 
  private:
   struct LayerActs {
@@ -73,12 +59,13 @@ class Gpt2 {
     float *dres, *dres2, *dbranch, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dp, *dlogits;
     float* w_t;  // transposed weight for linear_forward
   };
+  template <typename A>
+  friend void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, int B,
+                                     int T);
   void layer_forward(int l, const float* res_in, int B, int T);
   void layer_backward(int l, const float* res_in, float* dres, int B, int T);
 
-  ModelConfig cfg_;
-  ParamLayout layout_;
-  AlignedBuffer<float> w_, g_, arena_;
+  AlignedBuffer<float> arena_;
   Gpt2Tensors wt_, gt_;
   Acts act_;
   int B_ = 0, T_ = 0;                // sizes of the last forward

@@ -11,12 +11,18 @@
 
 namespace reftrain {
 
+// How a tensor starts: norm weights 1, biases 0, matrices and embeddings normal(0, 0.02), the
+// projections that write into the residual stream normal(0, 0.02/√(2L)) (GPT-2's scaling).
+enum class ParamInit { kOnes, kZeros, kNormal, kNormalResidual };
+
 struct ParamTensor {
   std::string name;
   std::vector<int> shape;
   size_t offset = 0;  // in floats, from the start of the mega-buffer
   size_t numel = 0;
   bool decay = false;
+  ParamInit init = ParamInit::kNormal;
+  int init_rows = -1;  // rows drawn at init (vocab tables: V of Vp); the rest stay 0. -1 = all
 };
 
 class ParamLayout {

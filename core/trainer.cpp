@@ -16,7 +16,7 @@ BatchSampler::Mode sampler_mode(const Dataset& d) {
 }
 }  // namespace
 
-GradStats optimizer_step(Gpt2& model, float* m, float* v, const TrainConfig& train, float lr,
+GradStats optimizer_step(Model& model, float* m, float* v, const TrainConfig& train, float lr,
                          int t) {
   const ParamLayout& layout = model.layout();
   float* w = model.weights();
@@ -27,22 +27,24 @@ GradStats optimizer_step(Gpt2& model, float* m, float* v, const TrainConfig& tra
   adamw_update(w, g, m, v, wd, stats, hp, t);
   hp.wd = 0.0f;
   adamw_update(w + wd, g + wd, m + wd, v + wd, rest, stats, hp, t);
+  model.refresh_mirror();
   return stats;
 }
 
-MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T) {
-  const ParamLayout layout = gpt2_param_layout(model);
-  return {layout.num_params(), 4 * layout.total() * sizeof(float),
-          Gpt2::activation_floats(model, B, T) * sizeof(float)};
+MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision) {
+  const ParamLayout layout = param_layout(model);
+  const size_t mirror = precision == Precision::kMixed ? layout.total() * sizeof(f16) : 0;
+  return {layout.num_params(), 4 * layout.total() * sizeof(float) + mirror,
+          activation_floats(model, B, T) * sizeof(float)};
 }
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data)
     : model_cfg_(model),
       train_(train),
       data_(std::move(data)),
-      model_(model, train.batch, train.seq),
-      m_(model_.layout().total()),
-      v_(model_.layout().total()),
+      model_(make_model(model, train.batch, train.seq, train.precision, train.z_loss)),
+      m_(model_->layout().total()),
+      v_(model_->layout().total()),
       inputs_(size_t(train.batch) * train.seq),
       targets_(size_t(train.batch) * train.seq),
       train_batches_(data_.train, train.batch, train.seq, sampler_mode(data_), train.seed,
@@ -53,23 +55,46 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
   check_vocab(data_, model.vocab);
   check_batch_fits(data_.train, "train", data_.source, train.batch, train.seq, sampler_mode(data_));
   check_batch_fits(data_.val, "val", data_.source, train.batch, train.seq, sampler_mode(data_));
-  model_.init_weights(train.seed);
+  model_->init_weights(train.seed);
 }
 
 StepResult Trainer::step(int k) {
   const auto t0 = std::chrono::steady_clock::now();
   const int B = train_.batch, T = train_.seq;
   train_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
-  const float loss = model_.forward(inputs_.data(), targets_.data(), B, T);
-  model_.backward();
+  const float loss = model_->forward(inputs_.data(), targets_.data(), B, T);
+  model_->backward();
 
   const float lr = learning_rate(schedule_, k);
-  const GradStats stats = optimizer_step(model_, m_.data(), v_.data(), train_, lr, k + 1);
+  const GradStats stats = optimizer_step(*model_, m_.data(), v_.data(), train_, lr, k + 1);
 
   const auto t1 = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   return {k + 1, loss, lr, stats.grad_norm, stats.clip, ms};
 }
+
+namespace {
+// The model's shape and, per family, the conventions a GPU twin must match.
+Json describe_model(const ModelConfig& m, size_t params) {
+  Json j = {{"arch", arch_name(m.arch)},      {"layers", m.layers},   {"heads", m.heads},
+            {"channels", m.channels},         {"max_seq", m.max_seq}, {"vocab", m.vocab},
+            {"padded_vocab", m.padded_vocab}, {"params", params}};
+  if (m.arch == Arch::kGpt2) {
+    j["norm"] = {{"kind", "layernorm"}, {"eps", 1e-5}};
+    j["ffn"] = {{"kind", "gelu_tanh"}, {"width", 4 * m.channels}};
+    j["tied_lm_head"] = true;
+  } else {
+    j["norm"] = {{"kind", "rmsnorm"}, {"eps", 1e-5}};
+    j["ffn"] = {{"kind", "swiglu"}, {"width", m.ffn}};
+    j["rope"] = {{"theta", m.rope_theta},
+                 {"convention", "rotate_half"},
+                 {"pairing", "i with i + head_size/2"},
+                 {"positions", "0..T-1"}};
+    j["tied_lm_head"] = false;
+  }
+  return j;
+}
+}  // namespace
 
 Json Trainer::describe(const std::string& preset, const std::string& init) const {
   const ModelConfig& m = model_cfg_;
@@ -82,18 +107,7 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
       {"build", REFTRAIN_BUILD_FLAGS},
       {"simd", simd::arch_name()},
       {"preset", preset},
-      {"model",
-       {{"arch", arch_name(m.arch)},
-        {"layers", m.layers},
-        {"heads", m.heads},
-        {"channels", m.channels},
-        {"max_seq", m.max_seq},
-        {"vocab", m.vocab},
-        {"padded_vocab", m.padded_vocab},
-        {"params", model_.layout().num_params()},
-        {"layernorm_eps", 1e-5},
-        {"gelu", "tanh"},
-        {"tied_lm_head", true}}},
+      {"model", describe_model(m, model_->layout().num_params())},
       {"train",
        {{"batch", t.batch},
         {"seq", t.seq},
@@ -103,7 +117,9 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
         {"lr", json_float(t.lr)},
         {"min_lr", json_float(t.min_lr)},
         {"val_every", t.val_every},
-        {"val_batches", t.val_batches}}},
+        {"val_batches", t.val_batches},
+        {"z_loss", json_float(t.z_loss)},
+        {"precision", precision_name(t.precision)}}},
       {"optimizer",
        {{"name", "adamw"},
         {"beta1", json_float(t.beta1)},
@@ -135,7 +151,7 @@ float Trainer::validate() {
   double sum = 0.0;
   for (int k = 0; k < n; ++k) {
     val_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
-    sum += model_.forward(inputs_.data(), targets_.data(), B, T);
+    sum += model_->forward(inputs_.data(), targets_.data(), B, T);
   }
   return static_cast<float>(sum / n);
 }
@@ -149,8 +165,8 @@ std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int n, 
   std::vector<double> probs(static_cast<size_t>(V));
   for (int i = 0; i < n; ++i) {
     const int T = std::min<int>(int(tokens.size()), train_.seq);
-    model_.forward(tokens.data() + tokens.size() - size_t(T), nullptr, 1, T);
-    const float* z = model_.logits() + size_t(T - 1) * Vp;
+    model_->forward(tokens.data() + tokens.size() - size_t(T), nullptr, 1, T);
+    const float* z = model_->logits() + size_t(T - 1) * Vp;
     double maxz = z[0], sum = 0.0;
     for (int j = 1; j < V; ++j) maxz = std::max<double>(maxz, z[j]);
     for (int j = 0; j < V; ++j) sum += probs[j] = std::exp((z[j] - maxz) / temperature);

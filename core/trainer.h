@@ -11,7 +11,7 @@
 #include "core/buffer.h"
 #include "core/config.h"
 #include "core/data.h"
-#include "core/gpt2.h"
+#include "core/model.h"
 #include "core/trace.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
@@ -28,9 +28,9 @@ struct StepResult {
 };
 
 // The optimizer half of a step (seed 004's order): reduce_norm_sq over the whole mega-buffer,
-// finalize_grad_stats, then adamw_update on the wd range and on the no-wd range at step t ≥ 1.
-// Leaves the gradients zeroed.
-GradStats optimizer_step(Gpt2& model, float* m, float* v, const TrainConfig& train, float lr,
+// finalize_grad_stats, then adamw_update on the wd range and on the no-wd range at step t ≥ 1,
+// then the fp16 mirror refresh (mixed precision). Leaves the gradients zeroed.
+GradStats optimizer_step(Model& model, float* m, float* v, const TrainConfig& train, float lr,
                          int t);
 
 // Bytes a run needs: w, g, m, v (4 fp32 per parameter slot) plus the activation arena.
@@ -40,7 +40,7 @@ struct MemoryEstimate {
   size_t arena_bytes;  // activations and backward scratch at (B, T)
   size_t total() const { return param_bytes + arena_bytes; }
 };
-MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T);
+MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision);
 
 class Trainer {
  public:
@@ -48,7 +48,7 @@ class Trainer {
   // fills a batch. Weights start from init_weights(train.seed).
   Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data);
 
-  Gpt2& model() { return model_; }
+  Model& model() { return *model_; }
   const Dataset& data() const { return data_; }
   const TrainConfig& train_config() const { return train_; }
 
@@ -69,7 +69,7 @@ class Trainer {
   ModelConfig model_cfg_;
   TrainConfig train_;
   Dataset data_;
-  Gpt2 model_;
+  std::unique_ptr<Model> model_;
   AlignedBuffer<float> m_, v_;
   std::vector<int32_t> inputs_, targets_;
   BatchSampler train_batches_, val_batches_;

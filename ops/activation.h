@@ -1,7 +1,11 @@
-// FFN activations. GPU twin: 06_swiglu.wgsl (gelu entry points).
+// FFN activations. GPU twin: 06_swiglu.wgsl (gelu and swiglu entry points).
 // GELU, tanh form (GPT-2):  gelu(x) = ½·x·(1 + tanh(u)),  u = √(2/π)·(x + 0.044715·x³)
 //   gelu'(x) = ½·(1 + tanh u) + ½·x·(1 - tanh² u)·√(2/π)·(1 + 3·0.044715·x²)
-// Shapes: any, n elements.
+// SwiGLU (llama): σ(g) = 1/(1 + e^-g);  silu(g) = g·σ(g);  out = silu(gate)·up
+//   silu'(g) = σ(g)·(1 + g·(1 - σ(g)))
+//   dgate += dout·up·silu'(gate);  dup += dout·silu(gate)
+// σ is evaluated without overflow for any |g|: e^-|g| ≤ 1 is the only exponential taken.
+// Shapes: any, n elements (gate, up, out and their gradients all [n]).
 #pragma once
 
 #include <cstddef>
@@ -14,5 +18,12 @@ void gelu_forward(T* out, const T* x, size_t n);
 // Accumulates (+=) into dx.
 template <typename T>
 void gelu_backward(T* dx, const T* x, const T* dout, size_t n);
+
+template <typename T>
+void swiglu_forward(T* out, const T* gate, const T* up, size_t n);
+
+// Accumulates (+=) into dgate and dup.
+template <typename T>
+void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up, size_t n);
 
 }  // namespace reftrain

@@ -20,7 +20,16 @@ void embed_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, in
 }
 
 template <typename T>
-void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
+void token_embed_forward(T* out, const int32_t* tokens, const T* wte, size_t N, int C) {
+#pragma omp parallel for schedule(static)
+  for (size_t n = 0; n < N; ++n) {
+    const T* e = wte + size_t(tokens[n]) * C;
+    for (int c = 0; c < C; ++c) out[n * C + c] = e[c];
+  }
+}
+
+template <typename T>
+void token_embed_backward(T* dwte, const T* dout, const int32_t* tokens, size_t N, int C) {
   // dwte rows are shared by repeated tokens: split the work over channel blocks instead of
   // positions, so each element of dwte is summed by one thread in position order.
   constexpr int kBlock = 32;
@@ -29,12 +38,17 @@ void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int 
   for (int cb = 0; cb < nblocks; ++cb) {
     const int c0 = cb * kBlock;
     const int c1 = c0 + kBlock < C ? c0 + kBlock : C;
-    for (size_t bt = 0; bt < size_t(B) * Tn; ++bt) {
-      T* d = dwte + size_t(tokens[bt]) * C;
-      const T* g = dout + bt * C;
+    for (size_t n = 0; n < N; ++n) {
+      T* d = dwte + size_t(tokens[n]) * C;
+      const T* g = dout + n * C;
       for (int c = c0; c < c1; ++c) d[c] += g[c];
     }
   }
+}
+
+template <typename T>
+void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
+  token_embed_backward(dwte, dout, tokens, size_t(B) * Tn, C);
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < Tn; ++t) {
     T* d = dwpe + size_t(t) * C;
@@ -47,7 +61,9 @@ void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int 
 
 #define REFTRAIN_INSTANTIATE(T)                                                          \
   template void embed_forward<T>(T*, const int32_t*, const T*, const T*, int, int, int); \
-  template void embed_backward<T>(T*, T*, const T*, const int32_t*, int, int, int);
+  template void embed_backward<T>(T*, T*, const T*, const int32_t*, int, int, int);      \
+  template void token_embed_forward<T>(T*, const int32_t*, const T*, size_t, int);       \
+  template void token_embed_backward<T>(T*, const T*, const int32_t*, size_t, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
 

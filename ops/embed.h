@@ -4,9 +4,16 @@
 // Shapes: tok [B,T] int32, wte [V,C], wpe [maxT,C], out/dout [B,T,C].
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace reftrain {
+
+// Token embedding alone (llama family): out[n,:] = wte[tok[n],:]; dwte[tok[n],:] += dout[n,:].
+template <typename T>
+void token_embed_forward(T* out, const int32_t* tokens, const T* wte, size_t N, int C);
+template <typename T>
+void token_embed_backward(T* dwte, const T* dout, const int32_t* tokens, size_t N, int C);
 
 template <typename T>
 void embed_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C);

@@ -2,13 +2,15 @@
 
 #include <cstddef>
 
+#include "ops/cast.h"
+
 namespace reftrain {
 
-template <typename T>
-void linear_forward(T* out, const T* inp, const T* w, const T* b, T* w_t, int N, int K, int O) {
+template <typename T, typename W>
+void linear_forward(T* out, const T* inp, const W* w, const T* b, T* w_t, int N, int K, int O) {
 #pragma omp parallel for schedule(static)
   for (int k = 0; k < K; ++k) {
-    for (int o = 0; o < O; ++o) w_t[size_t(k) * O + o] = w[size_t(o) * K + k];
+    for (int o = 0; o < O; ++o) w_t[size_t(k) * O + o] = static_cast<T>(w[size_t(o) * K + k]);
   }
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < N; ++r) {
@@ -52,10 +54,15 @@ void linear_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T
   }
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                                         \
-  template void linear_forward<T>(T*, const T*, const T*, const T*, T*, int, int, int); \
-  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, int, int, int);
-REFTRAIN_INSTANTIATE(float)
-REFTRAIN_INSTANTIATE(double)
+template void linear_forward<float, float>(float*, const float*, const float*, const float*, float*,
+                                           int, int, int);
+template void linear_forward<double, double>(double*, const double*, const double*, const double*,
+                                             double*, int, int, int);
+template void linear_forward<float, f16>(float*, const float*, const f16*, const float*, float*,
+                                         int, int, int);
+template void linear_backward<float>(float*, float*, float*, const float*, const float*,
+                                     const float*, int, int, int);
+template void linear_backward<double>(double*, double*, double*, const double*, const double*,
+                                      const double*, int, int, int);
 
 }  // namespace reftrain

@@ -14,12 +14,17 @@
 
 namespace reftrain {
 
-// w_t is caller scratch of K·O elements: the forward transposes w into it once per call so
-// that each row's outputs are updated together, one k at a time.
-template <typename T>
-void linear_forward(T* out, const T* inp, const T* w, const T* b, T* w_t, int N, int K, int O);
+// W is the weight's storage type: T, or f16 in mixed precision (the fp16 mirror), widened to T
+// exactly as it is loaded; the arithmetic is always in T.
+//
+// w_t is caller scratch of K·O elements of T: the forward transposes (and widens) w into it once
+// per call so that each row's outputs are updated together, one k at a time.
+template <typename T, typename W>
+void linear_forward(T* out, const T* inp, const W* w, const T* b, T* w_t, int N, int K, int O);
 
-// Accumulates (+=) into dinp, dw and db; dinp or db may be null when not wanted.
+// Accumulates (+=) into dinp, dw and db; dinp or db may be null when not wanted. Only the
+// backward-data product reads w; in mixed precision the caller widens the fp16 mirror into a
+// packed fp32 copy first (cast_f16_to_f32), as linear_forward does while transposing.
 template <typename T>
 void linear_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, int N, int K,
                      int O);

@@ -4,11 +4,18 @@
 //   backward: dn = dout·w;  dx += rstd·(dn - mean(dn) - n·mean(dn·n))
 //             dw += Σ_rows dout·n;  db += Σ_rows dout
 // Shapes: x/out/dout/dx [N,C], w/b/dw/db [C], mean/rstd [N]. eps = 1e-5.
+//
+// RMSNorm over the last axis (llama family). GPU twin: 02_norm.wgsl.
+//   forward:  rstd = 1/√(Σx²/C + eps);  n = x·rstd;  out = n·w          (no mean, no bias)
+//   backward: dn = dout·w;  dx += rstd·(dn - n·mean(dn·n))
+//             dw += Σ_rows dout·n
+// Shapes: x/out/dout/dx [N,C], w/dw [C], rstd [N]. eps = 1e-5.
 #pragma once
 
 namespace reftrain {
 
 constexpr double kLayerNormEps = 1e-5;
+constexpr double kRmsNormEps = 1e-5;
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T* b, int N, int C);
@@ -18,5 +25,14 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* x, const T* w, const T
 template <typename T>
 void layernorm_backward(T* dx, T* dw, T* db, const T* dout, const T* x, const T* w, const T* mean,
                         const T* rstd, int N, int C);
+
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* x, const T* w, int N, int C);
+
+// Accumulates (+=) into dx and dw. dx is parallel over rows; dw is parallel over channels, each
+// summing its rows in order, so no result depends on the thread count.
+template <typename T>
+void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const T* rstd, int N,
+                      int C);
 
 }  // namespace reftrain

@@ -372,11 +372,15 @@ TEST(OpsFd, Attention) {
 // Cross-entropy: L = mean_i loss_i, so the analytic gradient is dlogits with dloss = 1/N. The
 // padding columns V..Vp-1 hold large logits (40, against ≤ 3 in the real columns): if they took
 // part in the softmax they would dominate it.
+// zloss is the z-loss coefficient z; 0 is plain cross-entropy. The z ≠ 0 cases use z = 0.5 so the
+// z-loss term of the gradient, 2·z·lse·p/N, is as large as the cross-entropy term: a wrong or
+// missing factor in it errs by far more than the tolerance.
 struct LossCase {
   static constexpr int N = 10, V = 11, Vp = 16;
+  double zloss;
   std::vector<double> logits;
   std::vector<int32_t> targets;
-  LossCase() {
+  explicit LossCase(double z = 0.0) : zloss(z) {
     Data d(17);
     logits = d.vec(size_t(N) * Vp, -3, 3);
     for (int i = 0; i < N; ++i) {
@@ -391,7 +395,7 @@ struct LossCase {
     std::vector<T> l(N);
     if (dz) dz->assign(z.size(), T(123));  // garbage: the kernel writes (=) every element
     crossentropy_forward_backward(l.data(), dz ? dz->data() : nullptr, z.data(), targets.data(), N,
-                                  V, Vp, T(1) / T(N));
+                                  V, Vp, T(1) / T(N), T(zloss));
     return l;
   }
   double mean_loss(const std::vector<double>& z) const {
@@ -401,8 +405,7 @@ struct LossCase {
   }
 };
 
-TEST(OpsFd, CrossEntropy) {
-  const LossCase lc;
+void check_crossentropy_fd(const LossCase& lc) {
   std::vector<double> z = lc.logits;
   std::vector<double> dz;
   lc.losses(z, &dz);
@@ -422,6 +425,13 @@ TEST(OpsFd, CrossEntropy) {
         << ", finite difference " << fd;
   }
   EXPECT_GT(max_fd, 1e-2);
+}
+
+TEST(OpsFd, CrossEntropy) {
+  check_crossentropy_fd(LossCase());
+}
+TEST(OpsFd, CrossEntropyZLoss) {
+  check_crossentropy_fd(LossCase(0.5));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -471,14 +481,17 @@ TEST(OpsFloat, Attention) {
   check_float_matches_double(AttentionOp());
 }
 TEST(OpsFloat, CrossEntropy) {
-  const LossCase lc;
-  const std::vector<float> z_f = cast<float>(lc.logits);
-  std::vector<float> dz_f;
-  std::vector<double> dz_d;
-  const std::vector<float> l_f = lc.losses(z_f, &dz_f);
-  const std::vector<double> l_d = lc.losses(cast<double>(z_f), &dz_d);
-  expect_float_close("losses", l_f, l_d);
-  expect_float_close("dlogits", dz_f, dz_d);
+  for (double zloss : {0.0, 0.5}) {
+    SCOPED_TRACE("z = " + std::to_string(zloss));
+    const LossCase lc(zloss);
+    const std::vector<float> z_f = cast<float>(lc.logits);
+    std::vector<float> dz_f;
+    std::vector<double> dz_d;
+    const std::vector<float> l_f = lc.losses(z_f, &dz_f);
+    const std::vector<double> l_d = lc.losses(cast<double>(z_f), &dz_d);
+    expect_float_close("losses", l_f, l_d);
+    expect_float_close("dlogits", dz_f, dz_d);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -629,7 +642,7 @@ TEST(CrossEntropy, LossIsLogSumExpMinusTargetLogit) {
   // No dlogits wanted: the same losses, bit for bit.
   std::vector<double> l2(N);
   crossentropy_forward_backward<double>(l2.data(), nullptr, lc.logits.data(), lc.targets.data(), N,
-                                        V, Vp, 1.0 / N);
+                                        V, Vp, 1.0 / N, 0.0);
   for (int i = 0; i < N; ++i) EXPECT_EQ(l2[i], l[i]);
 }
 

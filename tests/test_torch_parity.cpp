@@ -1,18 +1,22 @@
-// The whole gpt2 model against PyTorch autograd (tests/torch/gpt2_mirror.py). The test writes the
-// initial weights and ten batches to safetensors; the mirror recomputes loss, every parameter
-// gradient and ten AdamW steps in float64 with its own implementation (nn.functional layer_norm,
-// gelu, cross_entropy, autograd). The float64 oracle makes the measured error reftrain's own.
+// Whole models against PyTorch autograd (tests/torch/gpt2_mirror.py, llama_mirror.py). The test
+// writes the initial weights and ten batches to safetensors; the mirror recomputes loss, every
+// parameter gradient and ten AdamW steps in float64 with its own implementation (PyTorch's
+// layer_norm, gelu, silu, cross_entropy, logsumexp, an HF-style rotate_half RoPE, autograd).
+// The float64 oracle makes the measured error reftrain's own. In mixed precision the mirror
+// rounds every matmul weight to fp16 and widens it (w.half().float()), as reftrain's mirror does.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <vector>
 
-#include "core/gpt2.h"
+#include "core/model.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
 #include "core/trainer.h"
+#include "ops/rope.h"
 #include "optim/schedule.h"
 #include "test_util.h"
 
@@ -23,19 +27,39 @@ using testing::TempDir;
 
 // Awkward sizes on purpose: hs = 8 but C = 24, T = 11 and B = 3 are not powers of two, and
 // V = 61 < Vp = 64 exercises the padded vocabulary columns.
-ModelConfig parity_model() {
+ModelConfig parity_model(Arch arch) {
   ModelConfig m;
+  m.arch = arch;
   m.layers = 2, m.heads = 3, m.channels = 24, m.max_seq = 16, m.vocab = 61, m.padded_vocab = 64;
+  m.ffn = 40;  // llama: not a multiple of 16 either
   return m;
 }
 
-TrainConfig parity_train() {
+TrainConfig parity_train(Arch arch, Precision precision) {
   TrainConfig t;
   t.batch = 3, t.seq = 11, t.steps = 10;
   t.lr = 1e-2f, t.min_lr = 1e-3f, t.warmup = 3, t.schedule = Schedule::kCosine;
   t.wd = 0.1f, t.beta1 = 0.9f, t.beta2 = 0.95f, t.eps = 1e-8f;
   t.clip = 1.0f;  // below the initial gradient norm, so clipping is exercised
+  // A z far above llama presets' 1e-4, so that the z-loss term shows in loss and gradients.
+  t.z_loss = arch == Arch::kLlama ? 0.05f : 0.0f;
+  t.precision = precision;
   return t;
+}
+
+nlohmann::json config_json(const ModelConfig& m, float z_loss) {
+  nlohmann::json j = {{"arch", arch_name(m.arch)}, {"layers", m.layers},
+                      {"heads", m.heads},          {"channels", m.channels},
+                      {"vocab", m.vocab},          {"padded_vocab", m.padded_vocab},
+                      {"max_seq", m.max_seq}};
+  if (m.arch == Arch::kLlama) {
+    j["ffn"] = m.ffn, j["rope_theta"] = m.rope_theta, j["z_loss"] = z_loss;
+  }
+  return j;
+}
+
+std::string python_script(const std::string& name) {
+  return std::string(REFTRAIN_TORCH_PYTHON) + " " REFTRAIN_SOURCE_DIR "/tests/torch/" + name;
 }
 
 struct Oracle {
@@ -45,9 +69,8 @@ struct Oracle {
 };
 
 // Writes weights, batches and settings; runs the mirror; reads its answers.
-Oracle run_mirror(const TempDir& dir, const Gpt2& model, const std::vector<int32_t>& inputs,
+Oracle run_mirror(const TempDir& dir, const Model& model, const std::vector<int32_t>& inputs,
                   const std::vector<int32_t>& targets, const TrainConfig& t) {
-  const ModelConfig& m = model.config();
   SafetensorsFile in;
   nlohmann::json decay = nlohmann::json::array(), lrs = nlohmann::json::array();
   for (const ParamTensor& p : model.layout().tensors()) {
@@ -59,19 +82,18 @@ Oracle run_mirror(const TempDir& dir, const Gpt2& model, const std::vector<int32
   for (int s = 0; s < t.steps; ++s) lrs.push_back(double(learning_rate(sched, s)));
   in.add("inputs", DType::kI32, {t.steps, t.batch, t.seq}, inputs.data());
   in.add("targets", DType::kI32, {t.steps, t.batch, t.seq}, targets.data());
-  in.metadata["config"] = nlohmann::json{
-      {"arch", "gpt2"},         {"layers", m.layers}, {"heads", m.heads},
-      {"channels", m.channels}, {"vocab", m.vocab},   {"padded_vocab", m.padded_vocab},
-      {"max_seq", m.max_seq}}.dump();
+  in.metadata["config"] = config_json(model.config(), t.z_loss).dump();
   in.metadata["optim"] = nlohmann::json{{"lrs", lrs},   {"beta1", t.beta1}, {"beta2", t.beta2},
                                         {"eps", t.eps}, {"wd", t.wd},       {"clip", t.clip}}
                              .dump();
   in.metadata["decay"] = decay.dump();
   write_safetensors(dir.file("in.safetensors"), in);
 
-  const std::string cmd = std::string(REFTRAIN_TORCH_PYTHON) +
-                          " " REFTRAIN_SOURCE_DIR "/tests/torch/gpt2_mirror.py " +
-                          dir.file("in.safetensors") + " " + dir.file("out.safetensors");
+  const std::string script =
+      model.config().arch == Arch::kLlama ? "llama_mirror.py" : "gpt2_mirror.py";
+  const std::string cmd = python_script(script) + " " + dir.file("in.safetensors") + " " +
+                          dir.file("out.safetensors") +
+                          (t.precision == Precision::kMixed ? " --mixed" : "");
   const testing::CommandResult r = testing::run_command(cmd);
   EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   Oracle o;
@@ -81,7 +103,16 @@ Oracle run_mirror(const TempDir& dir, const Gpt2& model, const std::vector<int32
   return o;
 }
 
-class TorchParity : public ::testing::Test {
+struct ParityCase {
+  Arch arch;
+  Precision precision;
+};
+
+void PrintTo(const ParityCase& c, std::ostream* os) {
+  *os << arch_name(c.arch) << "/" << precision_name(c.precision);
+}
+
+class TorchParity : public ::testing::TestWithParam<ParityCase> {
  protected:
   void SetUp() override {
     const int n = train_.steps * train_.batch * train_.seq;
@@ -95,35 +126,41 @@ class TorchParity : public ::testing::Test {
   const int32_t* batch(const std::vector<int32_t>& v, int s) const {
     return v.data() + size_t(s) * train_.batch * train_.seq;
   }
-  ModelConfig model_cfg_ = parity_model();
-  TrainConfig train_ = parity_train();
+  std::unique_ptr<Model> fresh_model() const {
+    auto m = make_model(model_cfg_, train_.batch, train_.seq, train_.precision, train_.z_loss);
+    m->init_weights(42);
+    return m;
+  }
+  ModelConfig model_cfg_ = parity_model(GetParam().arch);
+  TrainConfig train_ = parity_train(GetParam().arch, GetParam().precision);
   std::vector<int32_t> inputs_, targets_;
 };
 
-TEST_F(TorchParity, LossGradientsAndTenAdamWSteps) {
-  Gpt2 model(model_cfg_, train_.batch, train_.seq);
-  model.init_weights(42);
+TEST_P(TorchParity, LossGradientsAndTenAdamWSteps) {
+  std::unique_ptr<Model> model = fresh_model();
   TempDir dir;
-  const Oracle oracle = run_mirror(dir, model, inputs_, targets_, train_);
+  const Oracle oracle = run_mirror(dir, *model, inputs_, targets_, train_);
   ASSERT_EQ(oracle.losses.size(), size_t(train_.steps));
 
   // Loss: relative 1e-5. fp32 cross-entropy over 33 positions carries ~1e-7 relative rounding;
-  // 1e-5 leaves two orders of headroom and still catches any wrong term (those show at 1e-3).
-  const float loss = model.forward(batch(inputs_, 0), batch(targets_, 0), train_.batch, train_.seq);
+  // 1e-5 leaves two orders of headroom and still catches any wrong term (those show at 1e-3;
+  // in mixed precision a weight read from w instead of w16 shows at ~1e-5 to 1e-4).
+  const float loss =
+      model->forward(batch(inputs_, 0), batch(targets_, 0), train_.batch, train_.seq);
   EXPECT_NEAR(loss, oracle.loss, 1e-5 * std::abs(oracle.loss));
-  model.backward();
+  model->backward();
 
   // Every gradient: max |Δ| ≤ 1e-5 · max|grad| per tensor — llm.c's CPU test allows 2e-2
   // absolute; fp32 accumulation over these sizes errs ~1e-7 relative to the tensor's scale, so
   // 1e-5 is three orders tighter than llm.c and still has headroom against reordering noise.
   double worst_fraction = 0.0;
-  for (const ParamTensor& p : model.layout().tensors()) {
+  for (const ParamTensor& p : model->layout().tensors()) {
     const std::vector<double> ref = oracle.file.get("grad." + p.name).as<double>();
     ASSERT_EQ(ref.size(), p.numel) << p.name;
     double max_ref = 0.0, max_err = 0.0;
     for (size_t i = 0; i < p.numel; ++i) {
       max_ref = std::max(max_ref, std::abs(ref[i]));
-      max_err = std::max(max_err, std::abs(double(model.grads()[p.offset + i]) - ref[i]));
+      max_err = std::max(max_err, std::abs(double(model->grads()[p.offset + i]) - ref[i]));
     }
     const double tol = 1e-5 * max_ref;
     EXPECT_LE(max_err, tol) << p.name << ": max |grad| " << max_ref;
@@ -132,15 +169,14 @@ TEST_F(TorchParity, LossGradientsAndTenAdamWSteps) {
   std::printf("gradients: worst tensor uses %.1f%% of its tolerance\n", 100.0 * worst_fraction);
 
   // Ten AdamW steps (reftrain's own optimizer_step on fresh gradients each step).
-  model.init_weights(42);
-  std::fill(model.grads(), model.grads() + model.layout().total(), 0.0f);
-  AlignedBuffer<float> m(model.layout().total()), v(model.layout().total());
+  model = fresh_model();
+  AlignedBuffer<float> m(model->layout().total()), v(model->layout().total());
   const LrSchedule sched{train_.lr, train_.min_lr, train_.warmup, train_.steps, train_.schedule};
   double worst_step = 0.0;
   for (int s = 0; s < train_.steps; ++s) {
-    const float l = model.forward(batch(inputs_, s), batch(targets_, s), train_.batch, train_.seq);
-    model.backward();
-    optimizer_step(model, m.data(), v.data(), train_, learning_rate(sched, s), s + 1);
+    const float l = model->forward(batch(inputs_, s), batch(targets_, s), train_.batch, train_.seq);
+    model->backward();
+    optimizer_step(*model, m.data(), v.data(), train_, learning_rate(sched, s), s + 1);
     const double rel = std::abs(l - oracle.losses[s]) / std::abs(oracle.losses[s]);
     worst_step = std::max(worst_step, rel);
     // 1e-5 relative, as the loss above: the weights stay within fp32 rounding of the oracle's
@@ -148,6 +184,50 @@ TEST_F(TorchParity, LossGradientsAndTenAdamWSteps) {
     EXPECT_LE(rel, 1e-5) << "step " << s + 1 << ": " << l << " vs " << oracle.losses[s];
   }
   std::printf("10 AdamW steps: worst relative loss difference %.2e\n", worst_step);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TorchParity,
+                         ::testing::Values(ParityCase{Arch::kGpt2, Precision::kFp32},
+                                           ParityCase{Arch::kGpt2, Precision::kMixed},
+                                           ParityCase{Arch::kLlama, Precision::kFp32},
+                                           ParityCase{Arch::kLlama, Precision::kMixed}),
+                         [](const ::testing::TestParamInfo<ParityCase>& info) {
+                           return std::string(arch_name(info.param.arch)) + "_" +
+                                  precision_name(info.param.precision);
+                         });
+
+// RoPE alone against an HF-style rotate_half implementation (tests/torch/rope_check.py): the
+// forward and the backward (the transposed rotation), at positions up to 40 where the angles
+// wrap many times. Tolerance 1e-6 relative: the kernel computes the angles in double and the
+// rotation in float, so only fp32 rounding of x·cos ± y·sin remains (~1e-7).
+TEST(TorchRope, MatchesRotateHalfForwardAndBackward) {
+  const int B = 2, T = 41, NH = 3, hs = 10, C = NH * hs;
+  const double theta = 10000.0;
+  const size_t n = size_t(B) * T * C;
+  const CounterRng rng(3, RngStream::kInit);
+  std::vector<float> x(n), r(n), y(n), dx(n, 0.0f);
+  for (size_t i = 0; i < n; ++i) x[i] = float(rng.normal(i)), r[i] = float(rng.normal(i, 1));
+  rope_forward(y.data(), x.data(), B, T, NH, hs, theta);
+  rope_backward(dx.data(), r.data(), B, T, NH, hs, theta);
+
+  TempDir dir;
+  SafetensorsFile in;
+  in.add("x", DType::kF32, {B, T, C}, x.data());
+  in.add("r", DType::kF32, {B, T, C}, r.data());
+  in.metadata["heads"] = std::to_string(NH);
+  in.metadata["theta"] = "10000.0";
+  write_safetensors(dir.file("in.safetensors"), in);
+  const std::string cmd = python_script("rope_check.py") + " " + dir.file("in.safetensors") + " " +
+                          dir.file("out.safetensors");
+  const testing::CommandResult res = testing::run_command(cmd);
+  ASSERT_EQ(res.exit_code, 0) << cmd << "\n" << res.output;
+  const SafetensorsFile out = read_safetensors(dir.file("out.safetensors"));
+  const std::vector<double> y_ref = out.get("y").as<double>();
+  const std::vector<double> g_ref = out.get("grad").as<double>();
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(y[i], y_ref[i], 1e-6 * std::max(1.0, std::abs(y_ref[i]))) << "y[" << i << "]";
+    ASSERT_NEAR(dx[i], g_ref[i], 1e-6 * std::max(1.0, std::abs(g_ref[i]))) << "dx[" << i << "]";
+  }
 }
 
 }  // namespace

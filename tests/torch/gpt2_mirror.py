@@ -1,6 +1,6 @@
 """PyTorch oracle ("mirror") for reftrain's GPT-2 training step.
 
-Usage: /usr/bin/python3 tests/torch/gpt2_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32]
+Usage: /usr/bin/python3 tests/torch/gpt2_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--mixed]
 
 IN:  every GPT-2 parameter (F32, nanoGPT names, nn.Linear [out, in] layout), `inputs` and
      `targets` (I32 [S, B, T], the batch of each of S optimizer steps), and __metadata__:
@@ -14,6 +14,14 @@ Model: x = wte[tok] + wpe[t]; per layer x += attn(ln_1(x)); x += mlp(ln_2(x)) wi
 logits = ln_f(x) @ wte.T (tied, all Vp columns); loss = mean cross-entropy over the first V
 columns.  Optimizer: AdamW with global-norm clipping, written out by hand (see `adamw_step`).
 Everything runs on the CPU in --dtype (float32 weights are converted up for float64).
+
+--mixed: every matmul that reads a weight reads it rounded to fp16 and widened back (`round_f16`:
+f32(f16(clamp(w, +-65504))), round-to-nearest-even), recomputed from the master at every step;
+the gradient passes straight through to the master (fp32/--dtype) weight.  Rounded: c_attn,
+attn.c_proj, mlp.c_fc, mlp.c_proj weights and the tied lm_head (logits = ln_f(x) @ round(wte).T).
+Not rounded: the embedding lookups wte[tok], wpe[t], LayerNorm weights, biases.
+
+Shared pieces used by llama_mirror.py: `load`, `adamw_step`, `round_f16`, `train`, `cli`.
 """
 import argparse
 import json
@@ -49,14 +57,17 @@ def param_shapes(cfg):
     return out
 
 
-def load(path, dtype):
-    """Read IN; return (params dict name -> leaf tensor, cfg, optim, decay set, inputs, targets)."""
+def load(path, dtype, arch="gpt2", shapes=param_shapes, check_cfg=None):
+    """Read IN; return (params dict name -> leaf tensor, cfg, optim, decay set, inputs, targets).
+    `arch`/`shapes`/`check_cfg` (extra config validation, raises ValueError) select the family."""
     tensors, meta = read_safetensors(path)
     cfg, optim, decay = (json.loads(meta[k]) for k in ("config", "optim", "decay"))
-    if cfg.get("arch") != "gpt2" or cfg["channels"] % cfg["heads"] or cfg["vocab"] > cfg["padded_vocab"]:
+    if cfg.get("arch") != arch or cfg["channels"] % cfg["heads"] or cfg["vocab"] > cfg["padded_vocab"]:
         raise ValueError(f"bad config {cfg}")
+    if check_cfg is not None:
+        check_cfg(cfg)
     params = {}
-    for name, shape in param_shapes(cfg):
+    for name, shape in shapes(cfg):
         if name not in tensors or list(tensors[name].shape) != shape:
             raise ValueError(f"param {name}: expected shape {shape}, got "
                              f"{None if name not in tensors else list(tensors[name].shape)}")
@@ -76,8 +87,28 @@ def load(path, dtype):
     return params, cfg, optim, set(decay), inputs, targets
 
 
-def forward_loss(p, cfg, idx, targets):
-    """Mean cross-entropy of the GPT-2 model with params `p` on idx/targets [B, T]."""
+class _RoundF16(torch.autograd.Function):
+    """Forward: f16(clamp(w, +-65504)) widened back to w's dtype (from w's fp32 value, as the
+    C++ mirror is made from the fp32 master).  Backward: identity (straight-through), so the
+    gradient lands on the master weight.  Same as `w + (w16 - w).detach()` but exactly w16."""
+
+    @staticmethod
+    def forward(ctx, w):
+        return w.to(torch.float32).clamp(-65504.0, 65504.0).half().to(w.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
+def round_f16(w, mixed=True):
+    """The fp16-mirror view of weight `w` for a matmul (identity when not `mixed`)."""
+    return _RoundF16.apply(w) if mixed else w
+
+
+def forward_loss(p, cfg, idx, targets, mixed=False):
+    """Mean cross-entropy of the GPT-2 model with params `p` on idx/targets [B, T].
+    `mixed`: matmul weights (not embeddings, LayerNorms, biases) read through `round_f16`."""
     B, T = idx.shape
     C, NH, V = cfg["channels"], cfg["heads"], cfg["vocab"]
     hs = C // NH
@@ -86,18 +117,19 @@ def forward_loss(p, cfg, idx, targets):
     mask = torch.ones(T, T, dtype=torch.bool).tril()
     for l in range(cfg["layers"]):
         w = lambda s: p[f"transformer.h.{l}.{s}"]  # noqa: E731
+        mw = lambda s: round_f16(w(s), mixed)  # noqa: E731
         h = F.layer_norm(x, (C,), w("ln_1.weight"), w("ln_1.bias"), 1e-5)
-        q, k, v = F.linear(h, w("attn.c_attn.weight"), w("attn.c_attn.bias")).split(C, dim=2)
+        q, k, v = F.linear(h, mw("attn.c_attn.weight"), w("attn.c_attn.bias")).split(C, dim=2)
         q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + F.linear(y, w("attn.c_proj.weight"), w("attn.c_proj.bias"))
+        x = x + F.linear(y, mw("attn.c_proj.weight"), w("attn.c_proj.bias"))
         h = F.layer_norm(x, (C,), w("ln_2.weight"), w("ln_2.bias"), 1e-5)
-        h = F.gelu(F.linear(h, w("mlp.c_fc.weight"), w("mlp.c_fc.bias")), approximate="tanh")
-        x = x + F.linear(h, w("mlp.c_proj.weight"), w("mlp.c_proj.bias"))
+        h = F.gelu(F.linear(h, mw("mlp.c_fc.weight"), w("mlp.c_fc.bias")), approximate="tanh")
+        x = x + F.linear(h, mw("mlp.c_proj.weight"), w("mlp.c_proj.bias"))
     x = F.layer_norm(x, (C,), p["transformer.ln_f.weight"], p["transformer.ln_f.bias"], 1e-5)
-    logits = x @ wte.t()  # [B, T, Vp]
+    logits = x @ round_f16(wte, mixed).t()  # [B, T, Vp]
     return F.cross_entropy(logits[..., :V].reshape(B * T, V), targets.reshape(B * T))
 
 
@@ -120,13 +152,13 @@ def adamw_step(params, state, optim, decay, lr, t):
     return grad_norm, clip
 
 
-def run(in_path, out_path, dtype=torch.float64):
-    params, cfg, optim, decay, inputs, targets = load(in_path, dtype)
+def train(params, optim, decay, inputs, targets, loss_fn):
+    """Run the S steps (loss_fn(params, idx, tgt) -> scalar loss) and return the OUT dict."""
     out, losses, norms, clips, state = {}, [], [], [], {}
     for s in range(inputs.shape[0]):
         for w in params.values():
             w.grad = None
-        loss = forward_loss(params, cfg, inputs[s], targets[s])
+        loss = loss_fn(params, inputs[s], targets[s])
         loss.backward()
         losses.append(loss.item())
         if s == 0:
@@ -136,19 +168,32 @@ def run(in_path, out_path, dtype=torch.float64):
         clips.append(c)
     out["loss"] = np.array(losses[:1], dtype=np.float64)
     out["losses"], out["grad_norms"], out["clips"] = (np.array(a, dtype=np.float64) for a in (losses, norms, clips))
+    return out
+
+
+def run(in_path, out_path, dtype=torch.float64, mixed=False):
+    params, cfg, optim, decay, inputs, targets = load(in_path, dtype)
+    out = train(params, optim, decay, inputs, targets,
+                lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, mixed))
     write_safetensors(out_path, out)
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def cli(doc, run_fn):
+    """Shared command line: IN OUT [--dtype float64|float32] [--mixed]; prints a summary line."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("inp", metavar="IN.safetensors")
     ap.add_argument("out", metavar="OUT.safetensors")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
+    ap.add_argument("--mixed", action="store_true", help="matmul weights read through an fp16 rounding")
     a = ap.parse_args()
-    out = run(a.inp, a.out, getattr(torch, a.dtype))
+    out = run_fn(a.inp, a.out, getattr(torch, a.dtype), a.mixed)
     print(f"steps={len(out['losses'])} loss0={out['losses'][0]:.10g} "
           f"loss_last={out['losses'][-1]:.10g} grad_norm0={out['grad_norms'][0]:.6g}")
+
+
+def main():
+    cli(__doc__, run)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ Usage: /usr/bin/python3 tests/torch/selfcheck.py
 Builds a random tiny GPT-2 IN file (L=2, C=16, NH=2, V=60, Vp=64, maxT=8, B=2, T=5, S=3), runs
 gpt2_mirror.py through its CLI, and checks: gradients against float64 central finite differences;
 the hand-written optimizer against torch.optim.AdamW (+ manual global-norm clip); the float32 run
-against the float64 one; safetensors round-trip and error handling; llm.c checkpoint/token writers.
-Exits non-zero on any failure.
+against the float64 one; --mixed (fp16-rounded matmul weights: small loss change, gradients still
+reach every master, exactly which tensors are rounded); safetensors round-trip and error handling;
+llm.c checkpoint/token writers.  Exits non-zero on any failure.  (selfcheck_llama.py: llama family.)
 """
 import json
 import math
@@ -51,9 +52,73 @@ def make_input(path):
     return t, decay
 
 
-def mirror(inp, out, dtype):
-    subprocess.run([sys.executable, os.path.join(HERE, "gpt2_mirror.py"), inp, out, "--dtype", dtype], check=True)
+def mirror(inp, out, dtype, *extra, script="gpt2_mirror.py"):
+    subprocess.run([sys.executable, os.path.join(HERE, script), inp, out, "--dtype", dtype, *extra], check=True)
     return read_safetensors(out)[0]
+
+
+def grads_of(params, loss_fn):
+    """(loss, {name: grad}) of loss_fn(params) (float64 CPU tensors)."""
+    for w in params.values():
+        w.grad = None
+    loss = loss_fn(params)
+    loss.backward()
+    return loss.item(), {n: w.grad.clone() for n, w in params.items()}
+
+
+def check_mixed(tag, res, res_m, params, loss_fn, rounded, picks, embed, ste_exact):
+    """--mixed checks.  res/res_m: float64 OUT of the plain/--mixed CLI runs; params: float64 leaves
+    (master values); loss_fn(params, mixed) -> step-0 loss; rounded: names whose matmul reads
+    are rounded; picks: {name: [(flat index, mixed loss must move), ...]} probes replacing the
+    default one (argmax |grad|, moves iff the name is not in `rounded`); embed: the
+    embedding name.  ste_exact: also require grads(mixed, master) == grads(plain, rounded
+    weights) bit for bit (needs the rounded weights to be read only through round_f16)."""
+    l0, lm = res["loss"][0], res_m["loss"][0]
+    rel = abs(lm - l0) / abs(l0)
+    check(0 < rel < 1e-3, f"{tag} --mixed step-0 loss {lm:.12f} vs {l0:.12f}: rel change {rel:.1e} in (0, 1e-3)")
+    dl = np.max(np.abs(res_m["losses"] - res["losses"]) / np.abs(res["losses"]))
+    check(0 < dl < 1e-3, f"{tag} --mixed losses over {len(res['losses'])} steps: max rel change {dl:.1e} in (0, 1e-3)")
+    names = [n for n in res if n.startswith("grad.")]
+    gd = max(np.linalg.norm(res_m[n] - res[n]) / np.linalg.norm(res[n]) for n in names)
+    ge = res_m["grad." + embed]
+    check(gd < 2e-2 and np.linalg.norm(ge) > 0 and all(np.all(np.isfinite(res_m[n])) for n in names),
+          f"{tag} --mixed grads finite, within {gd:.1e} (rel, worst tensor) of plain; "
+          f"|grad {embed}| = {np.linalg.norm(ge):.4g} (flows)")
+    with torch.no_grad():
+        master = {n: w.detach().clone() for n, w in params.items()}
+    if ste_exact:  # straight-through: mixed grads at the master == plain grads at the rounded weights
+        lmix, gmix = grads_of(params, lambda p: loss_fn(p, True))
+        with torch.no_grad():
+            for n in rounded:
+                params[n].copy_(gm.round_f16(master[n]))
+        lpl, gpl = grads_of(params, lambda p: loss_fn(p, False))
+        same = lmix == lpl and all(torch.equal(gmix[n], gpl[n]) for n in params)
+        check(same, f"{tag} --mixed = plain model on fp16-rounded {len(rounded)} matmul weights "
+                    f"(loss and all grads bit-identical: straight-through to the master)")
+    with torch.no_grad():  # from here every master is fp16-representable: rounding is the identity
+        for n, w in params.items():
+            w.copy_(gm.round_f16(master[n]))
+    lpl, gpl = grads_of(params, lambda p: loss_fn(p, False))
+    lmix, gmix = grads_of(params, lambda p: loss_fn(p, True))
+    check(lmix == lpl and all(torch.equal(gmix[n], gpl[n]) for n in params),
+          f"{tag} fp16-representable masters: --mixed == plain bit for bit (loss, all grads)")
+    bad, nprobe = [], 0
+    with torch.no_grad():
+        for n, w in params.items():  # +1/4 fp16 ulp: invisible iff the weight is read rounded
+            for i, want in picks.get(n, [(int(torch.argmax(gpl[n].abs())), n not in rounded)]):
+                flat, old = w.view(-1), w.view(-1)[i].item()
+                flat[i] = old + 0.25 * float(np.spacing(np.float16(abs(old))))
+                moved_plain = loss_fn(params, False).item() != lpl
+                moved_mixed = loss_fn(params, True).item() != lmix
+                flat[i] = old
+                nprobe += 1
+                if not moved_plain or moved_mixed != want:
+                    bad.append(f"{n}[{i}](plain moved {moved_plain}, mixed moved {moved_mixed})")
+    check(not bad, f"{tag} --mixed rounds exactly the {len(rounded)} matmul weights of {len(params)} tensors "
+                   f"({nprobe} sub-ulp probes)" + (f"; wrong: {bad}" if bad else ""))
+    with torch.no_grad():
+        for n, w in params.items():
+            w.copy_(master[n])
 
 
 def check_fd(inp, res):
@@ -177,6 +242,15 @@ def main():
         check(d32 < 1e-5, f"float32 vs float64 losses: max abs diff {d32:.1e}")
         check_fd(inp, res)
         check_optimizer(inp, res)
+        rm = mirror(inp, os.path.join(d, "outm.safetensors"), "float64", "--mixed")
+        params, cfg, _, _, inputs, targets = gm.load(inp, torch.float64)
+        rounded = {n for n, s in gm.param_shapes(CFG) if len(s) == 2 and ".h." in n}
+        check_mixed("gpt2", res, rm, params, lambda p, m: gm.forward_loss(p, cfg, inputs[0], targets[0], m),
+                    rounded, {"transformer.wte.weight": [  # tied: lookup reads the master, lm_head rounds
+                        (int(inputs[0][0, 0]) * CFG["channels"], True),
+                        (min(set(range(CFG["vocab"])) - set(inputs[0].flatten().tolist())) * CFG["channels"], False)]},
+                    "transformer.wte.weight", ste_exact=False)
+        check(np.all(rm["grad.transformer.wte.weight"][CFG["vocab"]:] == 0), "gpt2 --mixed padded wte rows: zero grad")
         check_safetensors(d)
         check_llmc(inp, t, d)
     print("SELFCHECK " + ("PASSED" if not failures else f"FAILED ({len(failures)})"))

@@ -1,0 +1,77 @@
+// Model: what the trainer needs from a model family (gpt2, llama). The parameters live in one
+// fp32 mega-buffer `w` described by a ParamLayout, with gradients `g` in the same layout and,
+// in mixed precision, the fp16 mirror `w16`. Activations live in an arena each family sizes
+// at construction for (B, T); nothing allocates inside a step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/buffer.h"
+#include "core/config.h"
+#include "core/param_layout.h"
+#include "ops/cast.h"
+
+namespace reftrain {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+  Precision precision() const { return precision_; }
+  float* weights() { return w_.data(); }
+  const float* weights() const { return w_.data(); }
+  float* grads() { return g_.data(); }
+  // The fp16 mirror of the weights (mixed precision), null in fp32.
+  const f16* mirror() const { return w16_.data(); }
+  virtual size_t arena_floats() const = 0;
+
+  // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
+  // CounterRng(seed, kInit).normal(i); then refreshes the mirror.
+  void init_weights(uint64_t seed);
+  // w16 = f16(clamp(w, ±65504)) (round-to-nearest-even), in mixed precision; call after every
+  // change of the weights.
+  void refresh_mirror();
+
+  // Forward over B×T tokens (≤ the construction sizes). With targets, returns the mean loss
+  // (cross-entropy + z·mean(lse²)) and keeps dlogits for backward(); without, fills logits only.
+  virtual float forward(const int32_t* inputs, const int32_t* targets, int B, int T) = 0;
+  // Accumulates (+=) the gradient of the last forward's loss into grads().
+  virtual void backward() = 0;
+  // Logits [B,T,Vp] of the last forward.
+  virtual const float* logits() const = 0;
+
+ protected:
+  Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss);
+
+  // The two products that read a weight matrix (the forward and the backward-data one): from
+  // w16 in mixed precision, widened to f32 as it is packed into the scratch w_t (K·O floats);
+  // from w otherwise. `w` points into w_.
+  void linear_fwd(float* out, const float* inp, const float* w, const float* b, float* w_t, int N,
+                  int K, int O) const;
+  void linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                  const float* w, float* w_t, int N, int K, int O) const;
+  // Cross-entropy (+ z-loss) of every position with dlogits fused (scaled by 1/N), and the mean
+  // of the per-position losses summed in position order.
+  float mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
+                  int N) const;
+
+  ModelConfig cfg_;
+  ParamLayout layout_;
+  Precision precision_;
+  float z_loss_;
+  AlignedBuffer<float> w_, g_;
+  AlignedBuffer<f16> w16_;
+};
+
+ParamLayout param_layout(const ModelConfig& cfg);
+// Floats of activation arena a model of `cfg` needs at (B, T).
+size_t activation_floats(const ModelConfig& cfg, int B, int T);
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, int B, int T, Precision precision,
+                                  float z_loss);
+
+}  // namespace reftrain

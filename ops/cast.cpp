@@ -1,0 +1,177 @@
+#include "ops/cast.h"
+
+#include <cstring>
+
+#ifdef __F16C__
+#include <immintrin.h>
+#endif
+
+namespace reftrain {
+
+namespace {
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+float float_of(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+uint16_t bits_of(f16 h) {
+  uint16_t u;
+  std::memcpy(&u, &h, sizeof u);
+  return u;
+}
+f16 f16_of(uint16_t u) {
+  f16 h;
+  std::memcpy(&h, &u, sizeof h);
+  return h;
+}
+
+// v / 2^s rounded to nearest, ties to even (0 < s < 32).
+uint32_t shift_right_rne(uint32_t v, int s) {
+  const uint32_t q = v >> s;
+  const uint32_t rem = v & ((uint32_t(1) << s) - 1);
+  const uint32_t half = uint32_t(1) << (s - 1);
+  return rem > half || (rem == half && (q & 1)) ? q + 1 : q;
+}
+
+constexpr uint32_t kF32ExpMask = 0x7F800000;  // exponent all ones: Inf or NaN
+constexpr uint32_t kF32QuietBit = 0x00400000;
+constexpr uint32_t kF32Max16 = 0x477FE000;         // 65504.0f, the largest finite f16
+constexpr uint32_t kF32MinNormal16 = 0x38800000;   // 2^-14, the smallest normal f16
+constexpr uint32_t kF32HalfMinSub16 = 0x33000000;  // 2^-25, half the smallest subnormal f16
+constexpr uint16_t kF16Max = 0x7BFF;
+constexpr uint16_t kF16QuietNaN = 0x7E00;
+
+// Elements per OpenMP block: 16 KiB of f32, a multiple of the 8 F16C lanes.
+constexpr size_t kBlock = 4096;
+
+}  // namespace
+
+// An f32 is sign | e (8 bits, bias 127) | m (23 bits); an f16 is sign | E (5 bits, bias 15) |
+// M (10 bits). Cases by magnitude a = |x|:
+//   NaN             quiet NaN, payload bits 22..13 kept
+//   a > 65504       saturate to 65504 (this includes +Inf)
+//   a ≥ 2^-14       normal: E = e - 112 and the 23-bit mantissa rounded to 10 bits. Rounding
+//                   (E·2^23 + m) / 2^13 as one integer lets a mantissa carry bump the exponent.
+//   a ≤ 2^-25       ±0 (exactly 2^-25 is the tie between 0 and 2^-24: even is 0)
+//   otherwise       subnormal: M = a / 2^-24 rounded. With the implicit bit, a = (2^23 + m)·
+//                   2^(e-150), so M = (2^23 + m) / 2^(126-e); 126 - e lies in 14..24. M = 1024
+//                   is the smallest normal's encoding, so that carry is right too.
+uint16_t f32_to_f16_bits_portable(float x) {
+  const uint32_t u = bits_of(x);
+  const uint16_t sign = uint16_t((u >> 16) & 0x8000);
+  const uint32_t a = u & 0x7FFFFFFF;
+  if (a > kF32ExpMask) return sign | kF16QuietNaN | uint16_t((a >> 13) & 0x3FF);
+  if (a > kF32Max16) return sign | kF16Max;
+  if (a >= kF32MinNormal16) return sign | uint16_t(shift_right_rne(a - (uint32_t(112) << 23), 13));
+  if (a <= kF32HalfMinSub16) return sign;
+  const int e = int(a >> 23);
+  const uint32_t mant = (a & 0x7FFFFF) | 0x800000;
+  return sign | uint16_t(shift_right_rne(mant, 126 - e));
+}
+
+// Cases by E: 31 is Inf or NaN (NaN made quiet); 1..30 normal, rebias the exponent (E + 112)
+// and widen the mantissa; 0 with M ≠ 0 is subnormal, M·2^-24: normalise so M's leading bit
+// (at position p) becomes the implicit one, giving e = p - 24 + 127.
+float f16_bits_to_f32_portable(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16;
+  const uint32_t E = (h >> 10) & 0x1F;
+  const uint32_t M = h & 0x3FF;
+  if (E == 31) return float_of(sign | kF32ExpMask | (M != 0 ? kF32QuietBit : 0) | (M << 13));
+  if (E != 0) return float_of(sign | ((E + 112) << 23) | (M << 13));
+  if (M == 0) return float_of(sign);
+  int p = 9;
+  while (!(M & (uint32_t(1) << p))) --p;
+  const uint32_t e = uint32_t(p - 24 + 127);
+  return float_of(sign | (e << 23) | ((M << (23 - p)) & 0x7FFFFF));
+}
+
+void cast_f32_to_f16_portable(f16* dst, const float* src, size_t n) {
+  const size_t nblocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f16_of(f32_to_f16_bits_portable(src[i]));
+  }
+}
+
+void cast_f16_to_f32_portable(float* dst, const f16* src, size_t n) {
+  const size_t nblocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f16_bits_to_f32_portable(bits_of(src[i]));
+  }
+}
+
+#ifdef __F16C__
+
+namespace {
+
+// Eight lanes: clamp, then convert with round-to-nearest-even. max_ps/min_ps return their SECOND
+// operand when either is NaN, so putting x second keeps a NaN a NaN through the clamp.
+__m128i f32x8_to_f16x8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
+  const __m256 clamped = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
+  return _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT);
+}
+
+}  // namespace
+
+void cast_f32_to_f16(f16* dst, const float* src, size_t n) {
+  const size_t nblocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    size_t i = blk * kBlock;
+    for (; i + 8 <= end; i += 8) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                       f32x8_to_f16x8(_mm256_loadu_ps(src + i)));
+    }
+    if (i < end) {  // the last < 8 elements, through the same instruction on a padded copy
+      float in[8] = {};
+      f16 out[8];
+      std::memcpy(in, src + i, (end - i) * sizeof(float));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), f32x8_to_f16x8(_mm256_loadu_ps(in)));
+      std::memcpy(dst + i, out, (end - i) * sizeof(f16));
+    }
+  }
+}
+
+void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
+  const size_t nblocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    size_t i = blk * kBlock;
+    for (; i + 8 <= end; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+    if (i < end) {
+      f16 in[8] = {};
+      float out[8];
+      std::memcpy(in, src + i, (end - i) * sizeof(f16));
+      _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))));
+      std::memcpy(dst + i, out, (end - i) * sizeof(float));
+    }
+  }
+}
+
+#else  // no F16C: the portable path
+
+void cast_f32_to_f16(f16* dst, const float* src, size_t n) {
+  cast_f32_to_f16_portable(dst, src, n);
+}
+void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
+  cast_f16_to_f32_portable(dst, src, n);
+}
+
+#endif
+
+}  // namespace reftrain

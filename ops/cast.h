@@ -1,0 +1,48 @@
+// f32 <-> f16 casts for the fp16 weight mirror. GPU twin: 08_cast.wgsl (seed 000),
+// cast_f32_to_f16 and cast_f16_to_f32, bindings src (0), dst (1), n (2).
+//   f32 -> f16:  dst = f16(clamp(src, -65504, 65504)), rounded to nearest, ties to even
+//   f16 -> f32:  dst = f32(src), exact (every f16 is an f32)
+// The saturating clamp means a finite f32 never becomes ±Inf: |x| > 65504 (the f16 max,
+// 2^15·(2 - 2^-10)) gives ±65504, and so does ±Inf. f32 values below the f16 range become f16
+// subnormals (multiples of 2^-24) or ±0, rounded to nearest-even like the rest; the sign of zero
+// is kept.
+//
+// NaN: stays NaN in both directions, as a quiet NaN with its sign and the top bits of its payload
+// kept (f32 -> f16: sign | 0x7E00 | payload bits 22..13; f16 -> f32: sign | 0x7FC00000 |
+// payload << 13). This is what F16C's vcvtps2ph/vcvtph2ps do, so both paths agree bit for bit.
+// The GPU twin does NOT promise this: WGSL leaves clamp(NaN, lo, hi) implementation-defined
+// (Metal returns a bound in practice, others pass the NaN through), so golden tensors for parity
+// tests must not contain NaN.
+//
+// Shapes: src/dst [n]. Parallel over blocks of elements; the F16C path (8 lanes, explicit clamp,
+// then _mm256_cvtps_ph with round-to-nearest-even) is used when the build has __F16C__, the
+// portable integer path otherwise. Tests hold the two bit-identical.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace reftrain {
+
+// IEEE 754 binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits.
+using f16 = _Float16;
+
+#ifdef __F16C__
+constexpr bool kCastUsesF16c = true;
+#else
+constexpr bool kCastUsesF16c = false;
+#endif
+
+// The reference, one value at a time, by integer manipulation of the bit patterns.
+uint16_t f32_to_f16_bits_portable(float x);
+float f16_bits_to_f32_portable(uint16_t h);
+
+// Arrays: F16C when available, else the portable path.
+void cast_f32_to_f16(f16* dst, const float* src, size_t n);
+void cast_f16_to_f32(float* dst, const f16* src, size_t n);
+
+// Arrays, always the portable path (for tests comparing the two in one build).
+void cast_f32_to_f16_portable(f16* dst, const float* src, size_t n);
+void cast_f16_to_f32_portable(float* dst, const f16* src, size_t n);
+
+}  // namespace reftrain
