@@ -17,6 +17,7 @@
 #include "core/data.h"
 #include "core/error.h"
 #include "core/llmc.h"
+#include "core/memory.h"
 #include "core/trace.h"
 #include "core/trainer.h"
 
@@ -27,7 +28,7 @@ namespace {
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace;
-  std::string schedule, seed, precision;
+  std::string schedule, seed, precision, optimizer;
   TrainConfig over;  // values given on the command line; see `given`
   int threads = 0;
   std::map<std::string, CLI::Option*> given;
@@ -64,6 +65,9 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   if (a.given.at("--seed")->count() > 0) t.seed = parse_seed(a.seed);
   if (!a.precision.empty()) {
     t.precision = a.precision == "mixed" ? Precision::kMixed : Precision::kFp32;
+  }
+  if (!a.optimizer.empty()) {
+    t.optimizer = a.optimizer == "adamw8bit" ? Optimizer::kAdamW8bit : Optimizer::kAdamW;
   }
   if (!a.schedule.empty())
     t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
@@ -139,6 +143,22 @@ std::string show_sample(const Dataset& data, const std::vector<int32_t>& tokens)
   return s;
 }
 
+// The run's peak resident memory next to what estimate_memory() predicted for it.
+void report_memory(TraceWriter& trace, size_t baseline, const MemoryEstimate& est) {
+  const double mib = 1 << 20;
+  const size_t peak = peak_resident_bytes();
+  const size_t expected = baseline + est.total();
+  std::printf(
+      "\nmemory: peak resident %.1f MiB; expected %.1f MiB = %.1f before the model + "
+      "%.1f estimated (%.1f parameters and optimizer state, %.1f activations); %+.1f%%\n",
+      peak / mib, expected / mib, baseline / mib, est.total() / mib, est.param_bytes / mib,
+      est.arena_bytes / mib, 100.0 * (double(peak) - double(expected)) / double(expected));
+  trace.write({{"type", "memory"},
+               {"peak_bytes", peak},
+               {"baseline_bytes", baseline},
+               {"estimate_bytes", est.total()}});
+}
+
 int run_train(const TrainArgs& a) {
   const Preset& preset = find_preset(a.preset);
   ModelConfig model = preset.model;
@@ -148,7 +168,11 @@ int run_train(const TrainArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   const int threads = omp_get_max_threads();
 
-  Trainer trainer(model, train, load_data(a));
+  Dataset data = load_data(a);
+  // Memory from here on is the model's: reset the peak so loading's transients do not count.
+  reset_peak_resident();
+  const size_t baseline = resident_bytes();
+  Trainer trainer(model, train, std::move(data));
   std::string init = "normal(0.02) from seed " + std::to_string(train.seed);
   if (!a.init_from.empty()) {
     load_llmc_weights(a.init_from, model, trainer.model().layout(), trainer.model().weights());
@@ -199,6 +223,8 @@ int run_train(const TrainArgs& a) {
               duration(progress.total_seconds()).c_str());
   const std::vector<int32_t> prompt = {d.kind == "text" ? int32_t('\n') : int32_t(model.vocab - 1)};
   std::printf("%s\n", show_sample(d, trainer.sample(prompt, 256, 1.0f, train.seed)).c_str());
+  report_memory(trace, baseline,
+                estimate_memory(model, train.batch, train.seq, train.precision, train.optimizer));
   return 0;
 }
 
@@ -238,6 +264,9 @@ CommandRunner add_train_command(CLI::App& app) {
   app.add_option("--precision", a->precision,
                  "fp32, or mixed: matmuls read the fp16 weight mirror (default fp32)")
       ->check(CLI::IsMember({"fp32", "mixed"}));
+  app.add_option("--optimizer", a->optimizer,
+                 "adamw (fp32 state) or adamw8bit (8-bit m and v, one scale per 256 elements)")
+      ->check(CLI::IsMember({"adamw", "adamw8bit"}));
   app.add_option("--schedule", a->schedule, "learning-rate schedule after warmup")
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")

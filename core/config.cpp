@@ -123,6 +123,10 @@ const char* precision_name(Precision p) {
   return p == Precision::kMixed ? "mixed" : "fp32";
 }
 
+const char* optimizer_name(Optimizer o) {
+  return o == Optimizer::kAdamW8bit ? "adamw8bit" : "adamw";
+}
+
 const char* schedule_name(Schedule s) {
   return s == Schedule::kCosine ? "cosine" : "constant";
 }

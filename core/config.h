@@ -13,6 +13,8 @@ enum class Arch { kGpt2, kLlama };
 // fp32: everything in fp32. mixed: the matmuls that read a weight read its fp16 mirror,
 // widened to f32 at load; activations, gradients and the optimizer stay fp32.
 enum class Precision { kFp32, kMixed };
+// adamw: fp32 m and v. adamw8bit: m and v as 8-bit codes with one fp32 scale per 256 elements.
+enum class Optimizer { kAdamW, kAdamW8bit };
 
 struct ModelConfig {
   Arch arch = Arch::kGpt2;
@@ -39,6 +41,7 @@ struct TrainConfig {
   int val_batches = 0;  // batches averaged for one validation loss
   float z_loss = 0.0f;  // z in loss = CE + z·mean(lse²)
   Precision precision = Precision::kFp32;
+  Optimizer optimizer = Optimizer::kAdamW;
 };
 
 struct Preset {
@@ -55,6 +58,7 @@ constexpr const char* kDefaultPreset = "laptop";
 
 const char* arch_name(Arch a);
 const char* precision_name(Precision p);
+const char* optimizer_name(Optimizer o);
 const char* schedule_name(Schedule s);
 
 // Checks the values a user can set (B, T ≤ maxT, rates, ...); a usage error names the first

@@ -26,8 +26,10 @@ class Model {
   float* weights() { return w_.data(); }
   const float* weights() const { return w_.data(); }
   float* grads() { return g_.data(); }
-  // The fp16 mirror of the weights (mixed precision), null in fp32.
+  // The fp16 mirror of the weights (mixed precision), null in fp32. The optimizer writes it
+  // (adamw_update_f16); nothing else may.
   const f16* mirror() const { return w16_.data(); }
+  f16* mirror() { return w16_.data(); }
   virtual size_t arena_floats() const = 0;
 
   // Every tensor as its ParamInit says, drawing element i of the mega-buffer from

@@ -16,25 +16,12 @@ BatchSampler::Mode sampler_mode(const Dataset& d) {
 }
 }  // namespace
 
-GradStats optimizer_step(Model& model, float* m, float* v, const TrainConfig& train, float lr,
-                         int t) {
-  const ParamLayout& layout = model.layout();
-  float* w = model.weights();
-  float* g = model.grads();
-  const GradStats stats = finalize_grad_stats(reduce_norm_sq(g, layout.total()), train.clip);
-  const size_t wd = layout.wd_end(), rest = layout.total() - wd;
-  AdamWHyper hp{lr, train.beta1, train.beta2, train.eps, train.wd};
-  adamw_update(w, g, m, v, wd, stats, hp, t);
-  hp.wd = 0.0f;
-  adamw_update(w + wd, g + wd, m + wd, v + wd, rest, stats, hp, t);
-  model.refresh_mirror();
-  return stats;
-}
-
-MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision) {
+MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision,
+                               Optimizer optimizer) {
   const ParamLayout layout = param_layout(model);
   const size_t mirror = precision == Precision::kMixed ? layout.total() * sizeof(f16) : 0;
-  return {layout.num_params(), 4 * layout.total() * sizeof(float) + mirror,
+  return {layout.num_params(),
+          2 * layout.total() * sizeof(float) + optimizer_state_bytes(optimizer, layout) + mirror,
           activation_floats(model, B, T) * sizeof(float)};
 }
 
@@ -43,8 +30,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
       train_(train),
       data_(std::move(data)),
       model_(make_model(model, train.batch, train.seq, train.precision, train.z_loss)),
-      m_(model_->layout().total()),
-      v_(model_->layout().total()),
+      optimizer_(train.optimizer, model_->layout()),
       inputs_(size_t(train.batch) * train.seq),
       targets_(size_t(train.batch) * train.seq),
       train_batches_(data_.train, train.batch, train.seq, sampler_mode(data_), train.seed,
@@ -66,7 +52,7 @@ StepResult Trainer::step(int k) {
   model_->backward();
 
   const float lr = learning_rate(schedule_, k);
-  const GradStats stats = optimizer_step(*model_, m_.data(), v_.data(), train_, lr, k + 1);
+  const GradStats stats = optimizer_.step(*model_, train_, lr, k + 1);
 
   const auto t1 = std::chrono::steady_clock::now();
   const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -121,7 +107,7 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
         {"z_loss", json_float(t.z_loss)},
         {"precision", precision_name(t.precision)}}},
       {"optimizer",
-       {{"name", "adamw"},
+       {{"name", optimizer_name(t.optimizer)},
         {"beta1", json_float(t.beta1)},
         {"beta2", json_float(t.beta2)},
         {"eps", json_float(t.eps)},

@@ -12,8 +12,8 @@
 #include "core/config.h"
 #include "core/data.h"
 #include "core/model.h"
+#include "core/optimizer.h"
 #include "core/trace.h"
-#include "optim/adamw.h"
 #include "optim/schedule.h"
 
 namespace reftrain {
@@ -27,12 +27,6 @@ struct StepResult {
   double ms;  // wall time of the whole step
 };
 
-// The optimizer half of a step (seed 004's order): reduce_norm_sq over the whole mega-buffer,
-// finalize_grad_stats, then adamw_update on the wd range and on the no-wd range at step t ≥ 1,
-// then the fp16 mirror refresh (mixed precision). Leaves the gradients zeroed.
-GradStats optimizer_step(Model& model, float* m, float* v, const TrainConfig& train, float lr,
-                         int t);
-
 // Bytes a run needs: w, g, m, v (4 fp32 per parameter slot) plus the activation arena.
 struct MemoryEstimate {
   size_t params;       // parameters, padding excluded
@@ -40,7 +34,8 @@ struct MemoryEstimate {
   size_t arena_bytes;  // activations and backward scratch at (B, T)
   size_t total() const { return param_bytes + arena_bytes; }
 };
-MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision);
+MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision,
+                               Optimizer optimizer);
 
 class Trainer {
  public:
@@ -70,7 +65,7 @@ class Trainer {
   TrainConfig train_;
   Dataset data_;
   std::unique_ptr<Model> model_;
-  AlignedBuffer<float> m_, v_;
+  OptimizerState optimizer_;
   std::vector<int32_t> inputs_, targets_;
   BatchSampler train_batches_, val_batches_;
   LrSchedule schedule_;

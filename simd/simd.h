@@ -3,6 +3,7 @@
 // the spelling lives in one place.
 #pragma once
 
+#include <cstddef>
 #include <xsimd/xsimd.hpp>
 
 namespace reftrain::simd {
@@ -16,16 +17,40 @@ inline const char* arch_name() {
   return Arch::name();
 }
 
-// Sum of a batch's lanes. (GCC 12 warns falsely about _mm512_undefined_ps inside xsimd 8's
-// AVX-512 hadd; the lanes it calls undefined are overwritten before use.)
+// Sum of a batch's lanes. (GCC 12 warns falsely about _mm512_undefined_ps/_pd inside xsimd 8's
+// AVX-512 hadd, as maybe-uninitialized or, depending on the caller, uninitialized; the lanes it
+// calls undefined are overwritten before use.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 template <typename T>
 T reduce_add(const Batch<T>& b) {
 #if XSIMD_VERSION_MAJOR >= 9
   return xsimd::reduce_add(b);
 #else
   return xsimd::hadd(b);
+#endif
+}
+#pragma GCC diagnostic pop
+
+// Batch<double>::size consecutive floats from p (unaligned), each widened to double (exact: every
+// float is a double). One vcvtps2pd on AVX-512 and AVX; the generic path goes through memory.
+// (GCC 12 warns falsely about _mm512_undefined_pd, the pass-through operand of the unmasked
+// vcvtps2pd, as maybe-uninitialized: every lane is written.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+inline Batch<double> load_widen(const float* p) {
+  constexpr size_t kLanes = Batch<double>::size;
+#if defined(__AVX512F__)
+  static_assert(kLanes == 8, "xsimd's arch does not match __AVX512F__");
+  return Batch<double>(_mm512_cvtps_pd(_mm256_loadu_ps(p)));
+#elif defined(__AVX__)
+  static_assert(kLanes == 4, "xsimd's arch does not match __AVX__");
+  return Batch<double>(_mm256_cvtps_pd(_mm_loadu_ps(p)));
+#else
+  alignas(64) double lanes[kLanes];
+  for (size_t i = 0; i < kLanes; ++i) lanes[i] = double(p[i]);
+  return Batch<double>::load_aligned(lanes);
 #endif
 }
 #pragma GCC diagnostic pop
