@@ -6,20 +6,8 @@
 #include <cstring>
 #include <limits>
 
+#include "optim/adamw_core.h"
 #include "simd/simd.h"
-
-#if defined(__F16C__) || defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
-// Bit-identity of adamw_update and adamw_update_ref rests on three things:
-//  - both do the same float operations in the same order: products and sums are separate
-//    roundings (the build has -ffp-contract=off, so neither the scalar code nor xsimd's
-//    operators, which GCC sees as vector `*` and `+`, are fused into FMA);
-//  - √ and ÷ are correctly rounded in IEEE 754, in sqrtss/divss as in vsqrtps/vdivps;
-//  - the per-element formula has no cross-lane step, so the lane an element lands in (or the
-//    scalar tail) cannot matter.
-// Both run under the same MXCSR (no flush-to-zero), so subnormals are treated alike.
 
 namespace reftrain {
 
@@ -30,6 +18,12 @@ namespace reftrain {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace {
+
+using adamw_core::adamw_element;
+using adamw_core::adamw_range;
+using adamw_core::Coeffs;
+using adamw_core::make_coeffs;
+using adamw_core::mirror_scalar;
 
 constexpr int kNormChunks = 64;
 
@@ -79,117 +73,14 @@ double chunk_norm_sq(const float* g, size_t begin, size_t end) {
 // ----------------------------------------------------------------------------------------------
 // AdamW
 
-// The step's constants, computed once on the host as the GPU twin receives them in its uniforms.
-struct Coeffs {
-  float clip, beta1, one_minus_beta1, beta2, one_minus_beta2, b1_corr, b2_corr, eps, lr, wd;
-};
-
-Coeffs make_coeffs(const GradStats& stats, const AdamWHyper& hp, int t) {
-  // β^t in double, rounded to float (the `bias` uniform is f32).
-  const float beta1_t = static_cast<float>(std::pow(double(hp.beta1), t));
-  const float beta2_t = static_cast<float>(std::pow(double(hp.beta2), t));
-  Coeffs c;
-  c.clip = stats.clip;
-  c.beta1 = hp.beta1;
-  c.one_minus_beta1 = 1.0f - hp.beta1;
-  c.beta2 = hp.beta2;
-  c.one_minus_beta2 = 1.0f - hp.beta2;
-  c.b1_corr = 1.0f / std::max(1.0f - beta1_t, 1e-12f);
-  c.b2_corr = 1.0f / std::max(1.0f - beta2_t, 1e-12f);
-  c.eps = hp.eps;
-  c.lr = hp.lr;
-  c.wd = hp.wd;
-  return c;
-}
-
-// One element, in float, every operation a separate rounding, in this order. Returns the new w.
-// The reference loops over it; the xsimd kernel does the same operations lane-wise and calls it
-// for the tail.
-inline float adamw_element(float* w, float* g, float* m, float* v, size_t i, const Coeffs& c) {
-  const float grad = std::isfinite(g[i]) ? g[i] * c.clip : 0.0f;
-  const float m_new = c.beta1 * m[i] + c.one_minus_beta1 * grad;
-  const float v_new = c.beta2 * v[i] + c.one_minus_beta2 * grad * grad;  // ((1-β2)·g')·g'
-  const float m_hat = m_new * c.b1_corr;
-  const float v_hat = v_new * c.b2_corr;
-  const float w_new = w[i] - c.lr * (m_hat / (std::sqrt(v_hat) + c.eps) + c.wd * w[i]);
-  w[i] = w_new;
-  m[i] = m_new;
-  v[i] = v_new;
-  g[i] = 0.0f;
-  return w_new;
-}
-
-f16 f16_of(uint16_t u) {
-  f16 h;
-  std::memcpy(&h, &u, sizeof h);
-  return h;
-}
-
-// The mirror of one element: the portable bit path of ops/cast.h (clamp to ±65504, then
-// round-to-nearest-even), bit-identical to F16C's vcvtps2ph after the same clamp.
-inline f16 mirror_scalar(float x) {
-  return f16_of(f32_to_f16_bits_portable(x));
-}
-
-// The mirror of one batch: clamp to ±65504, then vcvtps2ph with round-to-nearest-even, as
-// ops/cast.cpp does. max/min return their SECOND operand when either is NaN, so putting x second
-// keeps a NaN a NaN (quiet, payload bits 22..13 kept), as the portable path does.
-inline void store_mirror(f16* dst, const simd::Batch<float>& x) {
-#if defined(__F16C__) && defined(__AVX512F__)
-  static_assert(simd::Batch<float>::size == 16, "xsimd's arch does not match __AVX512F__");
-  const __m512 lo = _mm512_set1_ps(-65504.0f), hi = _mm512_set1_ps(65504.0f);
-  const __m512 clamped = _mm512_min_ps(hi, _mm512_max_ps(lo, __m512(x)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
-                      _mm512_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT));
-#elif defined(__F16C__)
-  static_assert(simd::Batch<float>::size == 8, "F16C without AVX-512: expected 8 float lanes");
-  const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
-  const __m256 clamped = _mm256_min_ps(hi, _mm256_max_ps(lo, __m256(x)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
-                   _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT));
-#else
-  constexpr size_t kLanes = simd::Batch<float>::size;
-  alignas(64) float lanes[kLanes];
-  x.store_aligned(lanes);
-  for (size_t k = 0; k < kLanes; ++k) dst[k] = mirror_scalar(lanes[k]);
-#endif
-}
-
 // The xsimd kernel, with or without the fused fp16 mirror. OpenMP takes fixed blocks of kBlock
-// elements; in each, full batches, then the < lanes leftover elements through adamw_element.
+// elements, so the split does not depend on the thread count.
 template <bool kMirror>
 void adamw_simd(float* w, float* g, float* m, float* v, f16* w16, size_t n, const Coeffs& c) {
-  using B = simd::Batch<float>;
-  constexpr size_t kLanes = B::size;
-  const B zero(0.0f), clip(c.clip), beta1(c.beta1), one_minus_beta1(c.one_minus_beta1),
-      beta2(c.beta2), one_minus_beta2(c.one_minus_beta2), b1_corr(c.b1_corr), b2_corr(c.b2_corr),
-      eps(c.eps), lr(c.lr), wd(c.wd);
   const size_t nblocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = std::min(n, blk * kBlock + kBlock);
-    size_t i = blk * kBlock;
-    for (; i + kLanes <= end; i += kLanes) {
-      const B gi = B::load_unaligned(g + i);
-      const B mi = B::load_unaligned(m + i);
-      const B vi = B::load_unaligned(v + i);
-      const B wi = B::load_unaligned(w + i);
-      const B grad = xsimd::select(xsimd::isfinite(gi), gi * clip, zero);
-      const B m_new = beta1 * mi + one_minus_beta1 * grad;
-      const B v_new = beta2 * vi + one_minus_beta2 * grad * grad;
-      const B m_hat = m_new * b1_corr;
-      const B v_hat = v_new * b2_corr;
-      const B w_new = wi - lr * (m_hat / (xsimd::sqrt(v_hat) + eps) + wd * wi);
-      w_new.store_unaligned(w + i);
-      m_new.store_unaligned(m + i);
-      v_new.store_unaligned(v + i);
-      zero.store_unaligned(g + i);
-      if constexpr (kMirror) store_mirror(w16 + i, w_new);
-    }
-    for (; i < end; ++i) {
-      const float w_new = adamw_element(w, g, m, v, i, c);
-      if constexpr (kMirror) w16[i] = mirror_scalar(w_new);
-    }
+    adamw_range<kMirror>(w, g, m, v, w16, blk * kBlock, std::min(n, blk * kBlock + kBlock), c);
   }
 }
 

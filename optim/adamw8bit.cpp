@@ -4,6 +4,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "optim/adamw_core.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -34,74 +35,40 @@ inline float v_of_code(unsigned c, float s) {
   return r * r;
 }
 
-// The per-step constants, computed once per call exactly as adamw_update computes them.
-struct StepConsts {
-  float clip, beta1, beta2, one_minus_beta1, one_minus_beta2, b1_corr, b2_corr, lr, eps, wd;
-};
+using adamw_core::adamw_element;
+using adamw_core::adamw_range;
+using adamw_core::Coeffs;
+using adamw_core::make_coeffs;
 
-StepConsts step_consts(const GradStats& stats, const AdamWHyper& hp, int t) {
-  // β^t in double, rounded to float: the GPU twin receives it from the host in `bias`.
-  const float beta1_t = static_cast<float>(std::pow(double(hp.beta1), t));
-  const float beta2_t = static_cast<float>(std::pow(double(hp.beta2), t));
-  StepConsts c;
-  c.clip = stats.clip;
-  c.beta1 = hp.beta1;
-  c.beta2 = hp.beta2;
-  c.one_minus_beta1 = 1.0f - hp.beta1;
-  c.one_minus_beta2 = 1.0f - hp.beta2;
-  c.b1_corr = 1.0f / std::max(1.0f - beta1_t, 1e-12f);
-  c.b2_corr = 1.0f / std::max(1.0f - beta2_t, 1e-12f);
-  c.lr = hp.lr;
-  c.eps = hp.eps;
-  c.wd = hp.wd;
-  return c;
-}
-
-// The fp32 AdamW formulas on one element (adamw_update's operations, in its order). m and v
-// come in dequantized and leave as the new fp32 moments, to be requantized by the caller.
-inline void update_scalar(float& w, float& g, float& m, float& v, const StepConsts& c) {
-  const float grad = std::isfinite(g) ? g * c.clip : 0.0f;
-  const float m_new = c.beta1 * m + c.one_minus_beta1 * grad;
-  const float v_new = c.beta2 * v + c.one_minus_beta2 * grad * grad;
-  const float m_hat = m_new * c.b1_corr;
-  const float v_hat = v_new * c.b2_corr;
-  w -= c.lr * (m_hat / (std::sqrt(v_hat) + c.eps) + c.wd * w);
-  m = m_new;
-  v = v_new;
-  g = 0.0f;
-}
-
-// GCC 12 warns falsely about _mm512_undefined_ps inside the AVX-512 sqrt intrinsic (the lanes it
-// calls undefined are fully overwritten), as simd/simd.h notes for hadd.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
-// The same operations on xsimd batches (no FMA: each product and sum is rounded on its own, as
-// in update_scalar), then update_scalar for the tail of a partial block.
-void update_simd(float* w, float* g, float* m, float* v, size_t count, const StepConsts& c) {
-  using B = simd::Batch<float>;
-  constexpr size_t L = B::size;
-  const B clip(c.clip), beta1(c.beta1), beta2(c.beta2), omb1(c.one_minus_beta1),
-      omb2(c.one_minus_beta2), b1_corr(c.b1_corr), b2_corr(c.b2_corr), lr(c.lr), eps(c.eps),
-      wd(c.wd), zero(0.0f);
-  size_t i = 0;
-  for (; i + L <= count; i += L) {
-    const B gb = B::load_unaligned(g + i);
-    const B grad = xsimd::select(xsimd::isfinite(gb), gb * clip, zero);
-    const B m_new = beta1 * B::load_unaligned(m + i) + omb1 * grad;
-    const B v_new = beta2 * B::load_unaligned(v + i) + omb2 * grad * grad;
-    const B m_hat = m_new * b1_corr;
-    const B v_hat = v_new * b2_corr;
-    const B wb = B::load_unaligned(w + i);
-    (wb - lr * (m_hat / (xsimd::sqrt(v_hat) + eps) + wd * wb)).store_unaligned(w + i);
-    m_new.store_unaligned(m + i);
-    v_new.store_unaligned(v + i);
-    zero.store_unaligned(g + i);
+// One AdamW step over blocks of 256: dequantize the block's m and v, run adamw_update's fp32
+// formulas on it (scalar in the reference, xsimd otherwise — bit-identical), requantize with
+// fresh scales. Blocks are independent (each owns its elements, its words and its two scales),
+// so OpenMP may hand them to any thread: the bytes do not depend on the thread count.
+template <bool kSimd>
+void adamw_8bit_blocks(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed, float* m_scale,
+                       float* v_scale, size_t n, const Coeffs& c) {
+  const size_t blocks = quant_blocks(n);
+#pragma omp parallel for schedule(static)
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t begin = b * kQuantBlock;
+    const size_t count = std::min(kQuantBlock, n - begin);
+    uint8_t codes[kQuantBlock];
+    float m[kQuantBlock], v[kQuantBlock];
+    unpack_codes(m_packed + begin / 4, count, codes);
+    dequantize_m(codes, m_scale[b], count, m);
+    unpack_codes(v_packed + begin / 4, count, codes);
+    dequantize_v(codes, v_scale[b], count, v);
+    if constexpr (kSimd) {
+      adamw_range<false>(w + begin, g + begin, m, v, nullptr, 0, count, c);
+    } else {
+      for (size_t i = 0; i < count; ++i) adamw_element(w + begin, g + begin, m, v, i, c);
+    }
+    quantize_m(m, count, codes, &m_scale[b]);
+    pack_codes(codes, count, m_packed + begin / 4);
+    quantize_v(v, count, codes, &v_scale[b]);
+    pack_codes(codes, count, v_packed + begin / 4);
   }
-  for (; i < count; ++i) update_scalar(w[i], g[i], m[i], v[i], c);
 }
-
-#pragma GCC diagnostic pop
 
 }  // namespace
 
@@ -172,54 +139,17 @@ void dequantize_v(const uint8_t* codes, float scale, size_t count, float* v) {
 
 // ---------------------------------------------------------------------------------------------
 
-// The teaching version: for each block, dequantize m and v, run the fp32 formulas element by
-// element, requantize. Blocks are independent (each owns its elements, its words and its two
-// scales), so OpenMP may hand them to any thread: the bytes do not depend on the thread count.
 void adamw_8bit_update_ref(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed,
                            float* m_scale, float* v_scale, size_t n, const GradStats& stats,
                            const AdamWHyper& hp, int t) {
-  const StepConsts c = step_consts(stats, hp, t);
-  const size_t blocks = quant_blocks(n);
-#pragma omp parallel for schedule(static)
-  for (size_t b = 0; b < blocks; ++b) {
-    const size_t begin = b * kQuantBlock;
-    const size_t count = std::min(kQuantBlock, n - begin);
-    uint8_t codes[kQuantBlock];
-    float m[kQuantBlock], v[kQuantBlock];
-    unpack_codes(m_packed + begin / 4, count, codes);
-    dequantize_m(codes, m_scale[b], count, m);
-    unpack_codes(v_packed + begin / 4, count, codes);
-    dequantize_v(codes, v_scale[b], count, v);
-    for (size_t i = 0; i < count; ++i) update_scalar(w[begin + i], g[begin + i], m[i], v[i], c);
-    quantize_m(m, count, codes, &m_scale[b]);
-    pack_codes(codes, count, m_packed + begin / 4);
-    quantize_v(v, count, codes, &v_scale[b]);
-    pack_codes(codes, count, v_packed + begin / 4);
-  }
+  adamw_8bit_blocks<false>(w, g, m_packed, v_packed, m_scale, v_scale, n,
+                           make_coeffs(stats, hp, t));
 }
 
-// The same blocks, with the fp32 update in xsimd (update_simd); quantization is shared.
 void adamw_8bit_update(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed, float* m_scale,
                        float* v_scale, size_t n, const GradStats& stats, const AdamWHyper& hp,
                        int t) {
-  const StepConsts c = step_consts(stats, hp, t);
-  const size_t blocks = quant_blocks(n);
-#pragma omp parallel for schedule(static)
-  for (size_t b = 0; b < blocks; ++b) {
-    const size_t begin = b * kQuantBlock;
-    const size_t count = std::min(kQuantBlock, n - begin);
-    uint8_t codes[kQuantBlock];
-    float m[kQuantBlock], v[kQuantBlock];
-    unpack_codes(m_packed + begin / 4, count, codes);
-    dequantize_m(codes, m_scale[b], count, m);
-    unpack_codes(v_packed + begin / 4, count, codes);
-    dequantize_v(codes, v_scale[b], count, v);
-    update_simd(w + begin, g + begin, m, v, count, c);
-    quantize_m(m, count, codes, &m_scale[b]);
-    pack_codes(codes, count, m_packed + begin / 4);
-    quantize_v(v, count, codes, &v_scale[b]);
-    pack_codes(codes, count, v_packed + begin / 4);
-  }
+  adamw_8bit_blocks<true>(w, g, m_packed, v_packed, m_scale, v_scale, n, make_coeffs(stats, hp, t));
 }
 
 }  // namespace reftrain

@@ -16,6 +16,7 @@
 
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
+#include "test_util.h"
 
 namespace reftrain {
 namespace {
@@ -25,37 +26,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // Unit roundoff of float: one rounding errs by at most u relative to its result.
 constexpr double kU = 0x1p-24;
 
-// Deterministic data: mt19937_64's sequence is fixed by the standard; the mapping to [0, 1) is
-// done here so no library distribution is involved.
-class Data {
- public:
-  explicit Data(uint64_t seed) : gen_(seed) {}
-  double unit() { return double(gen_() >> 11) * 0x1p-53; }
-  double uniform(double lo, double hi) { return lo + (hi - lo) * unit(); }
-  uint64_t below(uint64_t n) { return gen_() % n; }
-  // ±[1, 2)·2^e with e uniform in [lo, hi]: values spread over many binades.
-  double spread(int lo, int hi) {
-    const double mag = std::ldexp(uniform(1.0, 2.0), lo + int(below(uint64_t(hi - lo + 1))));
-    return unit() < 0.5 ? -mag : mag;
-  }
-  double normal() {
-    const double r = std::sqrt(-2.0 * std::log(1.0 - unit()));
-    return r * std::cos(6.283185307179586 * unit());
-  }
-  // Student's t with 3 degrees of freedom: heavy tails (finite variance, infinite kurtosis).
-  double student3() {
-    const double z = normal();
-    double c = 0;
-    for (int k = 0; k < 3; ++k) {
-      const double x = normal();
-      c += x * x;
-    }
-    return z / std::sqrt(c / 3);
-  }
-
- private:
-  std::mt19937_64 gen_;
-};
+using Data = testing::TestData;
 
 // The packed layout as the header states it: element k is byte k%4 of word k/4.
 uint8_t byte_of(const std::vector<uint32_t>& words, size_t k) {
@@ -142,20 +113,11 @@ std::vector<float> grads(size_t n, uint64_t seed) {
 // Runs OpenMP with exactly `threads` threads (asserting it got them) for f, then restores.
 template <typename F>
 void with_threads(int threads, F f) {
-  const int saved = omp_get_max_threads();
-  const bool saved_dynamic = omp_get_dynamic();
-  omp_set_dynamic(0);
-  omp_set_num_threads(threads);
-  int team = 0;
-#pragma omp parallel
-  {
-#pragma omp single
-    team = omp_get_num_threads();
-  }
-  EXPECT_EQ(team, threads) << "OpenMP did not give the requested team size";
+  testing::OmpThreads omp;
+  omp.set(threads);
+  EXPECT_EQ(testing::OmpThreads::team_size(), threads)
+      << "OpenMP did not give the requested team size";
   f();
-  omp_set_num_threads(saved);
-  omp_set_dynamic(saved_dynamic);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "op_check.h"
 #include "ops/activation.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
@@ -25,53 +26,7 @@
 namespace reftrain {
 namespace {
 
-template <typename T>
-using Tensors = std::vector<std::vector<T>>;
-
-constexpr double kFdStep = 1e-5;
-constexpr double kFdTol = 1e-6;
-constexpr double kFloatTol = 1e-5;
-
-// Deterministic test data, mapped to [lo, hi) here so no library distribution is involved.
-class Data {
- public:
-  explicit Data(uint64_t seed) : gen_(seed) {}
-  double uniform(double lo, double hi) { return lo + (hi - lo) * double(gen_() >> 11) * 0x1p-53; }
-  std::vector<double> vec(size_t n, double lo, double hi) {
-    std::vector<double> v(n);
-    for (double& x : v) x = uniform(lo, hi);
-    return v;
-  }
-  int32_t below(int n) { return int32_t(gen_() % uint64_t(n)); }
-
- private:
-  std::mt19937_64 gen_;
-};
-
-template <typename To, typename From>
-std::vector<To> cast(const std::vector<From>& v) {
-  return std::vector<To>(v.begin(), v.end());
-}
-
-template <typename To, typename From>
-Tensors<To> cast_all(const Tensors<From>& ts) {
-  Tensors<To> out;
-  for (const auto& t : ts) out.push_back(cast<To>(t));
-  return out;
-}
-
-template <typename T>
-Tensors<T> zeros_like(const Tensors<double>& ts) {
-  Tensors<T> out;
-  for (const auto& t : ts) out.emplace_back(t.size(), T(0));
-  return out;
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
+using namespace op_check;
 
 // ---------------------------------------------------------------------------------------------
 // The ops, each as named differentiable inputs, an output size, and forward/backward for float
@@ -156,91 +111,6 @@ struct SwigluOp {
 // ---------------------------------------------------------------------------------------------
 // The generic checks (as in test_ops_fd.cpp).
 
-template <class Op>
-double projected_loss(const Op& op, const Tensors<double>& in, const std::vector<double>& R) {
-  const std::vector<double> out = op.template forward<double>(in);
-  double L = 0;
-  for (size_t i = 0; i < out.size(); ++i) L += R[i] * out[i];
-  return L;
-}
-
-template <class Op>
-void check_fd(const Op& op) {
-  Data d(99);
-  const std::vector<double> R = d.vec(op.out_size(), -1, 1);
-  Tensors<double> in = op.inputs;
-  Tensors<double> grads = zeros_like<double>(in);
-  op.template backward<double>(in, R, grads);
-  for (size_t k = 0; k < in.size(); ++k) {
-    std::vector<double> fd(in[k].size());
-    for (size_t i = 0; i < in[k].size(); ++i) {
-      const double x0 = in[k][i];
-      const double xp = x0 + kFdStep, xm = x0 - kFdStep;
-      in[k][i] = xp;
-      const double lp = projected_loss(op, in, R);
-      in[k][i] = xm;
-      const double lm = projected_loss(op, in, R);
-      in[k][i] = x0;
-      fd[i] = (lp - lm) / (xp - xm);
-      EXPECT_LE(std::abs(grads[k][i] - fd[i]), kFdTol * std::max(1.0, std::abs(fd[i])))
-          << op.names[k] << "[" << i << "]: analytic " << grads[k][i] << ", finite difference "
-          << fd[i];
-    }
-    EXPECT_GT(max_abs(fd), 1e-2) << op.names[k] << " does not affect the output";
-  }
-}
-
-// Backward on a buffer holding g0 must leave g0 + (backward on zeros), to double rounding.
-template <class Op>
-void check_accumulates(const Op& op) {
-  Data d(98);
-  const std::vector<double> R = d.vec(op.out_size(), -1, 1);
-  const Tensors<double>& in = op.inputs;
-  Tensors<double> g0;
-  for (const auto& t : in) g0.push_back(d.vec(t.size(), -1, 1));
-  Tensors<double> acc = g0;
-  Tensors<double> fresh = zeros_like<double>(in);
-  op.template backward<double>(in, R, acc);
-  op.template backward<double>(in, R, fresh);
-  for (size_t k = 0; k < in.size(); ++k) {
-    EXPECT_GT(max_abs(fresh[k]), 1e-2) << op.names[k] << ": zero gradient, test is vacuous";
-    for (size_t i = 0; i < in[k].size(); ++i) {
-      const double want = g0[k][i] + fresh[k][i];
-      EXPECT_LE(std::abs(acc[k][i] - want),
-                1e-12 * (1 + std::abs(g0[k][i]) + std::abs(fresh[k][i])))
-          << op.names[k] << "[" << i << "]: got " << acc[k][i] << ", g0 " << g0[k][i] << " + grad "
-          << fresh[k][i];
-    }
-  }
-}
-
-void expect_float_close(const std::string& what, const std::vector<float>& f,
-                        const std::vector<double>& d) {
-  ASSERT_EQ(f.size(), d.size()) << what;
-  const double scale = max_abs(d);
-  ASSERT_GT(scale, 0.0) << what << " is all zero: test is vacuous";
-  for (size_t i = 0; i < d.size(); ++i) {
-    EXPECT_LE(std::abs(double(f[i]) - d[i]), kFloatTol * scale)
-        << what << "[" << i << "]: float " << f[i] << ", double " << d[i];
-  }
-}
-
-template <class Op>
-void check_float_matches_double(const Op& op) {
-  Data d(97);
-  const std::vector<float> R_f = cast<float>(d.vec(op.out_size(), -1, 1));
-  const std::vector<double> R_d = cast<double>(R_f);
-  const Tensors<float> in_f = cast_all<float>(op.inputs);
-  const Tensors<double> in_d = cast_all<double>(in_f);
-  expect_float_close("out", op.template forward<float>(in_f), op.template forward<double>(in_d));
-  Tensors<float> g_f = zeros_like<float>(op.inputs);
-  Tensors<double> g_d = zeros_like<double>(op.inputs);
-  op.template backward<float>(in_f, R_f, g_f);
-  op.template backward<double>(in_d, R_d, g_d);
-  for (size_t k = 0; k < g_d.size(); ++k) expect_float_close("d" + op.names[k], g_f[k], g_d[k]);
-}
-
-// The double kernels round a handful of times per element at 2^-53 on O(1..10) values.
 void expect_matches_reference(const std::string& what, const std::vector<double>& got,
                               const std::vector<long double>& want) {
   ASSERT_EQ(got.size(), want.size());

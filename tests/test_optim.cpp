@@ -14,6 +14,7 @@
 #include "ops/cast.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
+#include "test_util.h"
 
 namespace reftrain {
 namespace {
@@ -23,18 +24,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // Unit roundoff of float: one rounding errs by at most u relative to its result.
 constexpr double kU = 0x1p-24;
 
-// Deterministic data: mt19937_64's sequence is fixed by the standard; the mapping to [0, 1) is
-// done here so no library distribution is involved.
-class Data {
- public:
-  explicit Data(uint64_t seed) : gen_(seed) {}
-  double unit() { return double(gen_() >> 11) * 0x1p-53; }
-  double uniform(double lo, double hi) { return lo + (hi - lo) * unit(); }
-  uint64_t below(uint64_t n) { return gen_() % n; }
-
- private:
-  std::mt19937_64 gen_;
-};
+using Data = testing::TestData;
 
 // Floats spread over many binades (|g| in [2^-30, 2^10]), random sign, with NaN, +Inf and -Inf
 // sprinkled in (1 element in ~50 each, when n is large enough).
@@ -52,33 +42,7 @@ std::vector<float> spread_with_nonfinite(size_t n, uint64_t seed) {
   return g;
 }
 
-// OpenMP team size control: sets the thread count (dynamic adjustment off) and restores both on
-// destruction. team_size() is what a parallel region actually gets, so a test can check that
-// OpenMP honoured the request rather than silently running one thread.
-class Threads {
- public:
-  Threads() : saved_(omp_get_max_threads()), saved_dynamic_(omp_get_dynamic()) {
-    omp_set_dynamic(0);
-  }
-  ~Threads() {
-    omp_set_num_threads(saved_);
-    omp_set_dynamic(saved_dynamic_);
-  }
-  void set(int n) { omp_set_num_threads(n); }
-  static int team_size() {
-    int team = 0;
-#pragma omp parallel
-    {
-#pragma omp single
-      team = omp_get_num_threads();
-    }
-    return team;
-  }
-
- private:
-  int saved_;
-  int saved_dynamic_;
-};
+using Threads = testing::OmpThreads;
 
 uint32_t bits_of(float x) {
   uint32_t u;
@@ -93,15 +57,15 @@ uint16_t bits_of(f16 h) {
 
 // Element-wise bit equality (so ±0 and NaN payloads count), reporting the first difference.
 template <typename T>
-testing::AssertionResult same_bits(const char* what, const std::vector<T>& got,
+::testing::AssertionResult same_bits(const char* what, const std::vector<T>& got,
                                    const std::vector<T>& want) {
-  if (got.size() != want.size()) return testing::AssertionFailure() << what << ": sizes differ";
+  if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": sizes differ";
   size_t diffs = 0, first = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     if (bits_of(got[i]) != bits_of(want[i]) && diffs++ == 0) first = i;
   }
-  if (diffs == 0) return testing::AssertionSuccess();
-  return testing::AssertionFailure()
+  if (diffs == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure()
          << what << ": " << diffs << " of " << got.size() << " elements differ, first [" << first
          << "] bits 0x" << std::hex << unsigned(bits_of(got[first])) << " want 0x"
          << unsigned(bits_of(want[first])) << std::dec << " (" << float(got[first]) << " vs "
@@ -312,7 +276,7 @@ struct AdamCase {
 
 void run_adamw_case(const AdamCase& c) {
   for (const AdamKernel& k : kAdamKernels) {
-    SCOPED_TRACE(testing::Message() << k.name << " t=" << c.t << " wd=" << c.wd);
+    SCOPED_TRACE(::testing::Message() << k.name << " t=" << c.t << " wd=" << c.wd);
     constexpr size_t n = 1003;
     const AdamWHyper hp{/*lr=*/0.05f, /*beta1=*/0.9f, /*beta2=*/0.95f, /*eps=*/1e-8f, c.wd};
     const GradStats stats{/*grad_norm=*/2.0f, /*clip=*/0.5f};
@@ -469,21 +433,21 @@ void run(const AdamKernel& k, OptState& s, const GradStats& stats, const AdamWHy
   k.fn(s.w.data(), s.g.data(), s.m.data(), s.v.data(), s.w16.data(), s.w.size(), stats, hp, t);
 }
 
-testing::AssertionResult same_state(const OptState& got, const OptState& want, bool mirror) {
+::testing::AssertionResult same_state(const OptState& got, const OptState& want, bool mirror) {
   for (const auto& r : {same_bits("w", got.w, want.w), same_bits("m", got.m, want.m),
                         same_bits("v", got.v, want.v), same_bits("g", got.g, want.g)}) {
     if (!r) return r;
   }
-  return mirror ? same_bits("w16", got.w16, want.w16) : testing::AssertionSuccess();
+  return mirror ? same_bits("w16", got.w16, want.w16) : ::testing::AssertionSuccess();
 }
 
-testing::AssertionResult all_zero_grads(const std::vector<float>& g) {
+::testing::AssertionResult all_zero_grads(const std::vector<float>& g) {
   for (size_t i = 0; i < g.size(); ++i) {
     if (bits_of(g[i]) != 0) {
-      return testing::AssertionFailure() << "g[" << i << "] = " << g[i] << " after the update";
+      return ::testing::AssertionFailure() << "g[" << i << "] = " << g[i] << " after the update";
     }
   }
-  return testing::AssertionSuccess();
+  return ::testing::AssertionSuccess();
 }
 
 const size_t kSizes[] = {1, 7, 15, 17, 1000, 100003};
@@ -493,7 +457,7 @@ TEST(AdamWXsimd, BitIdenticalToRef) {
     for (float clip : {0.37f, 1.0f}) {
       for (int t : {1, 5}) {
         for (float wd : {0.0f, 0.1f}) {
-          SCOPED_TRACE(testing::Message()
+          SCOPED_TRACE(::testing::Message()
                        << "n=" << n << " clip=" << clip << " t=" << t << " wd=" << wd);
           const GradStats stats{2.7f, clip};
           const AdamWHyper hp{3e-3f, 0.9f, 0.95f, 1e-8f, wd};
@@ -543,7 +507,7 @@ TEST(AdamWXsimd, BitIdenticalAcrossThreadCounts) {
   const AdamWHyper hp{1e-3f, 0.9f, 0.999f, 1e-8f, 0.1f};
   for (const AdamKernel& k : kAdamKernels) {
     for (size_t n : {size_t{100003}, size_t{1000003}}) {
-      SCOPED_TRACE(testing::Message() << k.name << " n=" << n);
+      SCOPED_TRACE(::testing::Message() << k.name << " n=" << n);
       OptState results[3];
       for (int nt = 1; nt <= 3; ++nt) {
         threads.set(nt);
@@ -622,7 +586,7 @@ TEST(AdamWMirror, InSyncWithMasterEveryStep) {
   for (size_t i = 0; i < n; i += 97) fused.w[i] = (i % 2 ? -1.0f : 1.0f) * (65504.0f + 7.0f * i);
   OptState plain = fused, fused_ref = fused;
   for (int t = 1; t <= 6; ++t) {
-    SCOPED_TRACE(testing::Message() << "step " << t);
+    SCOPED_TRACE(::testing::Message() << "step " << t);
     const std::vector<float> g = random_grads(n, 300 + t);
     fused.g = plain.g = fused_ref.g = g;
     const GradStats stats = finalize_grad_stats(reduce_norm_sq(g.data(), n), 1.0f);

@@ -1,15 +1,19 @@
 // Helpers shared by the tests: running a command, temporary directories, small files.
 #pragma once
 
+#include <omp.h>
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace reftrain::testing {
 
@@ -63,5 +67,72 @@ inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
+
+// Deterministic test data: mt19937_64's sequence is fixed by the standard, and every mapping is
+// done here, so no library distribution is involved and the data is the same on every platform.
+class TestData {
+ public:
+  explicit TestData(uint64_t seed) : gen_(seed) {}
+  double unit() { return double(gen_() >> 11) * 0x1p-53; }  // [0, 1)
+  double uniform(double lo, double hi) { return lo + (hi - lo) * unit(); }
+  uint64_t below(uint64_t n) { return gen_() % n; }
+  std::vector<double> vec(size_t n, double lo, double hi) {
+    std::vector<double> v(n);
+    for (double& x : v) x = uniform(lo, hi);
+    return v;
+  }
+  // ±[1, 2)·2^e with e uniform in [lo, hi]: values spread over many binades.
+  double spread(int lo, int hi) {
+    const double mag = std::ldexp(uniform(1.0, 2.0), lo + int(below(uint64_t(hi - lo + 1))));
+    return unit() < 0.5 ? -mag : mag;
+  }
+  double normal() {  // Box-Muller
+    const double r = std::sqrt(-2.0 * std::log(1.0 - unit()));
+    return r * std::cos(6.283185307179586 * unit());
+  }
+  // Student's t with 3 degrees of freedom: heavy tails (finite variance, infinite kurtosis).
+  double student3() {
+    const double z = normal();
+    double c = 0;
+    for (int k = 0; k < 3; ++k) {
+      const double x = normal();
+      c += x * x;
+    }
+    return z / std::sqrt(c / 3);
+  }
+
+ private:
+  std::mt19937_64 gen_;
+};
+
+// OpenMP team size control: sets the thread count (dynamic adjustment off) and restores both on
+// destruction. team_size() is what a parallel region actually gets, so a test can check that
+// OpenMP honoured the request rather than silently running one thread.
+class OmpThreads {
+ public:
+  OmpThreads() : saved_(omp_get_max_threads()), saved_dynamic_(omp_get_dynamic()) {
+    omp_set_dynamic(0);
+  }
+  ~OmpThreads() {
+    omp_set_num_threads(saved_);
+    omp_set_dynamic(saved_dynamic_);
+  }
+  OmpThreads(const OmpThreads&) = delete;
+  OmpThreads& operator=(const OmpThreads&) = delete;
+  void set(int n) { omp_set_num_threads(n); }
+  static int team_size() {
+    int team = 0;
+#pragma omp parallel
+    {
+#pragma omp single
+      team = omp_get_num_threads();
+    }
+    return team;
+  }
+
+ private:
+  int saved_;
+  int saved_dynamic_;
+};
 
 }  // namespace reftrain::testing
