@@ -11,5 +11,6 @@ using CommandRunner = std::function<int()>;
 
 CommandRunner add_train_command(CLI::App& app);
 CommandRunner add_presets_command(CLI::App& app);
+CommandRunner add_explain_command(CLI::App& app);
 
 }  // namespace reftrain

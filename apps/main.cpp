@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
   runners[train] = add_train_command(*train);
   CLI::App* presets = app.add_subcommand("presets", "list presets, parameter counts and memory");
   runners[presets] = add_presets_command(*presets);
+  CLI::App* explain =
+      app.add_subcommand("explain", "walk one kernel's math on a tiny example, step by step");
+  runners[explain] = add_explain_command(*explain);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -30,7 +33,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
-    if (what.empty()) what = "a subcommand is required: train or presets";
+    if (what.empty()) what = "a subcommand is required: train, presets or explain";
     std::fprintf(stderr, "error: %s (see reftrain --help)\n", what.c_str());
     return kExitUsageError;
   }

@@ -58,7 +58,7 @@ uint16_t bits_of(f16 h) {
 // Element-wise bit equality (so ±0 and NaN payloads count), reporting the first difference.
 template <typename T>
 ::testing::AssertionResult same_bits(const char* what, const std::vector<T>& got,
-                                   const std::vector<T>& want) {
+                                     const std::vector<T>& want) {
   if (got.size() != want.size()) return ::testing::AssertionFailure() << what << ": sizes differ";
   size_t diffs = 0, first = 0;
   for (size_t i = 0; i < got.size(); ++i) {

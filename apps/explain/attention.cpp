@@ -1,0 +1,309 @@
+// explain: causal self-attention, forward (docs/kernels/05_attention.md) and backward
+// (docs/kernels/10_attention_backward.md).
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "apps/explain/explain.h"
+
+namespace reftrain::explain {
+
+namespace {
+
+// One head (NH=1) of size hs=2, so C=2; T=3 positions; B=1.
+constexpr int B = 1, T = 3, HS = 2, C = HS, NH = 1;
+
+std::string fmt(const char* f, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, f, std::abs(v) < 5e-5 ? 0.0 : v);
+  return buf;
+}
+
+// "0.12" or "(-0.12)": a 2-decimal input as it appears inside a written-out sum.
+std::string in2(double v) {
+  return fmt(v < 0 ? "(%.2f)" : "%.2f", v);
+}
+
+std::string at(const std::string& name, int i, int j) {
+  return name + "[" + std::to_string(i) + "][" + std::to_string(j) + "]";
+}
+
+std::vector<double> row(const std::vector<double>& m, int r, int cols) {
+  return std::vector<double>(m.begin() + size_t(r) * cols, m.begin() + size_t(r + 1) * cols);
+}
+
+double dot(const std::vector<double>& a, int i, const std::vector<double>& b, int j) {
+  double s = 0.0;
+  for (int c = 0; c < HS; ++c) s += a[size_t(i) * HS + c] * b[size_t(j) * HS + c];
+  return s;
+}
+
+// How far the step-by-step values are from the kernel's: they agree to rounding.
+void agree(Printer& out, const std::string& what, const std::vector<double>& mine,
+           const std::vector<double>& kernel) {
+  double d = 0.0;
+  for (size_t i = 0; i < mine.size(); ++i) d = std::max(d, std::abs(mine[i] - kernel[i]));
+  out.line(std::string("  ") + what + (d < 1e-12 ? ": max |diff| < 1e-12" : ": DIFFERENT"));
+}
+
+struct Problem {
+  std::vector<double> q, k, v, dout;  // [T,HS] each
+  std::vector<double> qkv;            // [B,T,3C], the kernel's packed layout
+};
+
+std::vector<double> pack(const std::vector<double>& q, const std::vector<double>& k,
+                         const std::vector<double>& v) {
+  std::vector<double> qkv(size_t(T) * 3 * C);
+  for (int t = 0; t < T; ++t) {
+    for (int c = 0; c < C; ++c) {
+      qkv[size_t(t) * 3 * C + c] = q[size_t(t) * C + c];
+      qkv[size_t(t) * 3 * C + C + c] = k[size_t(t) * C + c];
+      qkv[size_t(t) * 3 * C + 2 * C + c] = v[size_t(t) * C + c];
+    }
+  }
+  return qkv;
+}
+
+Problem make_problem(uint64_t seed) {
+  Inputs in(seed);
+  Problem p;
+  p.q = in.uniform(size_t(T) * HS, -1, 1);
+  p.k = in.uniform(size_t(T) * HS, -1, 1);
+  p.v = in.uniform(size_t(T) * HS, -1, 1);
+  p.dout = in.uniform(size_t(T) * HS, -1, 1);
+  p.qkv = pack(p.q, p.k, p.v);
+  return p;
+}
+
+// The kernel's output and probabilities for a packed qkv.
+void forward(const std::vector<double>& qkv, std::vector<double>& y, std::vector<double>& att) {
+  y.assign(size_t(T) * C, 0.0);
+  att.assign(size_t(T) * T, 0.0);
+  attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH);
+}
+
+void print_inputs(Printer& out, const Problem& p) {
+  out.section("inputs (one head: row t of q, k, v is position t)");
+  out.mat("q [T,hs]", p.q, T, HS);
+  out.mat("k [T,hs]", p.k, T, HS);
+  out.mat("v [T,hs]", p.v, T, HS);
+}
+
+// The kernel's gradients split into dq, dk, dv, from dqkv starting at zero.
+void backward(const Problem& p, const std::vector<double>& att, std::vector<double>& dq,
+              std::vector<double>& dk, std::vector<double>& dv) {
+  std::vector<double> dqkv(p.qkv.size(), 0.0), dp(size_t(T), 0.0);
+  attention_backward(dqkv.data(), dp.data(), p.dout.data(), p.qkv.data(), att.data(), B, T, C, NH);
+  dq.assign(size_t(T) * C, 0.0), dk = dq, dv = dq;
+  for (int t = 0; t < T; ++t) {
+    for (int c = 0; c < C; ++c) {
+      dq[size_t(t) * C + c] = dqkv[size_t(t) * 3 * C + c];
+      dk[size_t(t) * C + c] = dqkv[size_t(t) * 3 * C + C + c];
+      dv[size_t(t) * C + c] = dqkv[size_t(t) * 3 * C + 2 * C + c];
+    }
+  }
+}
+
+void fd_check(Printer& out, const Problem& p, const std::vector<double>& dq,
+              const std::vector<double>& dk, const std::vector<double>& dv) {
+  out.section("finite-difference check of L = sum(dout * out), step 1e-6");
+  auto loss = [&](const std::vector<double>& q, const std::vector<double>& k,
+                  const std::vector<double>& v) {
+    std::vector<double> y, att;
+    forward(pack(q, k, v), y, att);
+    double l = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) l += p.dout[i] * y[i];
+    return l;
+  };
+  const double h = 1e-6;
+  auto nudge = [&](std::vector<double> x, size_t i, double d) {
+    x[i] += d;
+    return x;
+  };
+  const size_t qi = size_t(2) * HS + 1, ki = 0, vi = size_t(1) * HS + 0;
+  out.fd("dq[2][1]", dq[qi],
+         (loss(nudge(p.q, qi, h), p.k, p.v) - loss(nudge(p.q, qi, -h), p.k, p.v)) / (2 * h));
+  out.fd("dk[0][0]", dk[ki],
+         (loss(p.q, nudge(p.k, ki, h), p.v) - loss(p.q, nudge(p.k, ki, -h), p.v)) / (2 * h));
+  out.fd("dv[1][0]", dv[vi],
+         (loss(p.q, p.k, nudge(p.v, vi, h)) - loss(p.q, p.k, nudge(p.v, vi, -h))) / (2 * h));
+}
+
+void run_attention(Printer& out, uint64_t seed) {
+  const Problem p = make_problem(seed);
+  const double scale = 1.0 / std::sqrt(double(HS));
+  out.title("attention: out[t] = sum_u softmax_u(q_t.k_u / sqrt(hs)) v_u, u <= t");
+  out.line("(one head, T=3, hs=2; the causal mask keeps u <= t)");
+  print_inputs(out, p);
+
+  out.section("scores s[t][u] = (q_t . k_u) / sqrt(hs), 1/sqrt(2) = 0.7071");
+  std::vector<double> s(size_t(T) * T, 0.0);
+  for (int t = 0; t < T; ++t) {
+    for (int u = 0; u <= t; ++u) {
+      s[size_t(t) * T + u] = dot(p.q, t, p.k, u) * scale;
+      out.line("  " + at("s", t, u) + " = (" + in2(p.q[t * HS]) + "*" + in2(p.k[u * HS]) + " + " +
+               in2(p.q[t * HS + 1]) + "*" + in2(p.k[u * HS + 1]) +
+               ") * 0.7071 = " + fmt("%.4f", s[size_t(t) * T + u]));
+    }
+  }
+  out.section("causal mask: u > t is -inf before the softmax, so its p is 0");
+  for (int t = 0; t < T; ++t) {
+    std::string r = "   ";
+    for (int u = 0; u < T; ++u) r += u <= t ? fmt("%9.4f", s[size_t(t) * T + u]) : "     -inf";
+    out.line(r);
+  }
+
+  out.section("softmax per row: m = row max, e = exp(s - m), sum = sum(e), p = e/sum");
+  std::vector<double> pr(size_t(T) * T, 0.0);
+  for (int t = 0; t < T; ++t) {
+    double m = -INFINITY, sum = 0.0;
+    for (int u = 0; u <= t; ++u) m = std::max(m, s[size_t(t) * T + u]);
+    std::vector<double> e(size_t(t) + 1);
+    for (int u = 0; u <= t; ++u) sum += e[u] = std::exp(s[size_t(t) * T + u] - m);
+    for (int u = 0; u <= t; ++u) pr[size_t(t) * T + u] = e[u] / sum;
+    out.line("  row t=" + std::to_string(t) + ":  m =" + fmt("%9.4f", m) +
+             "   sum =" + fmt("%9.4f", sum));
+    out.vec("e", e);
+  }
+  std::vector<double> y, att;
+  forward(p.qkv, y, att);
+  out.mat("probabilities p [T,T] (attention_forward's att)", att, T, T);
+  agree(out, "p by hand vs the kernel", pr, att);
+
+  out.section("output out[t] = sum_u p[t][u] * v_u");
+  std::vector<double> mine(size_t(T) * HS, 0.0);
+  for (int t = 0; t < T; ++t) {
+    for (int u = 0; u <= t; ++u) {
+      for (int c = 0; c < HS; ++c)
+        mine[size_t(t) * HS + c] += pr[size_t(t) * T + u] * p.v[u * HS + c];
+    }
+  }
+  out.mat("out [T,hs] (attention_forward)", y, T, HS);
+  agree(out, "out by hand vs the kernel", mine, y);
+
+  // The last row on which the running max moves after the first step, so that a rescaling
+  // shows; the last row when there is none.
+  int t = T - 1;
+  for (int r = T - 1; r > 0; --r) {
+    bool moves = false;
+    for (int u = 1; u <= r; ++u) {
+      moves |= s[size_t(r) * T + u] > *std::max_element(&s[size_t(r) * T], &s[size_t(r) * T + u]);
+    }
+    if (moves) {
+      t = r;
+      break;
+    }
+  }
+  out.section("online softmax, row t=" + std::to_string(t) + ": one pass over u, no stored p");
+  out.line("  m = running max, l = running sum of exp(s - m), acc = running sum of");
+  out.line("  exp(s - m) * v; a new max rescales l and acc by c = exp(m_old - m_new)");
+  out.line("  (m starts at -inf and l, acc at 0, so the first step has c = 0)");
+  {
+    double m = -INFINITY, l = 0.0;
+    std::vector<double> acc(HS, 0.0);
+    for (int u = 0; u <= t; ++u) {
+      const double su = s[size_t(t) * T + u];
+      const double m_new = std::max(m, su);
+      const double c = std::exp(m - m_new);  // exp(-inf) = 0 on the first step
+      const double e = std::exp(su - m_new);
+      l = l * c + e;
+      for (int i = 0; i < HS; ++i) acc[i] = acc[i] * c + e * p.v[u * HS + i];
+      m = m_new;
+      out.line("  u=" + std::to_string(u) + ": s =" + fmt("%8.4f", su) + "  m =" + fmt("%8.4f", m) +
+               "  c =" + fmt("%7.4f", c) + "  exp(s-m) =" + fmt("%7.4f", e) +
+               "  l =" + fmt("%7.4f", l));
+      out.vec("acc", acc);
+    }
+    std::vector<double> o(HS);
+    for (int i = 0; i < HS; ++i) o[i] = acc[i] / l;
+    const std::string ot = "out[" + std::to_string(t) + "]";
+    out.vec(ot + " = acc / l", o);
+    agree(out, "online vs attention_forward's " + ot, o, row(y, t, HS));
+    out.scalar("logsumexp = m + log(l)", m + std::log(l), "(all the fused backward keeps)");
+  }
+
+  out.section("backward (docs/kernels/10_attention_backward.md derives it)");
+  out.mat("dout [T,hs] (upstream gradient)", p.dout, T, HS);
+  std::vector<double> dq, dk, dv;
+  backward(p, att, dq, dk, dv);
+  out.mat("dq (attention_backward)", dq, T, HS);
+  out.mat("dk", dk, T, HS);
+  out.mat("dv", dv, T, HS);
+  fd_check(out, p, dq, dk, dv);
+}
+
+void run_attention_backward(Printer& out, uint64_t seed) {
+  const Problem p = make_problem(seed);
+  const double scale = 1.0 / std::sqrt(double(HS));
+  out.title("attention backward: dv, dP, dS = P*(dP - rowsum(P*dP)), dq, dk");
+  out.line("(one head, T=3, hs=2; the same q, k, v as `reftrain explain attention`)");
+  print_inputs(out, p);
+  std::vector<double> y, P;
+  forward(p.qkv, y, P);
+  out.mat("P [T,T] (forward's probabilities, kept for the backward)", P, T, T);
+  out.mat("dout [T,hs] (upstream gradient dL/dout)", p.dout, T, HS);
+
+  out.section("dP[t][u] = dout_t . v_u  (u <= t; 0 above the diagonal)");
+  std::vector<double> dP(size_t(T) * T, 0.0);
+  for (int t = 0; t < T; ++t) {
+    for (int u = 0; u <= t; ++u) dP[size_t(t) * T + u] = dot(p.dout, t, p.v, u);
+  }
+  out.mat("dP", dP, T, T);
+
+  out.section("dv_u = sum_{t >= u} P[t][u] * dout_t");
+  std::vector<double> dv(size_t(T) * HS, 0.0);
+  for (int t = 0; t < T; ++t) {
+    for (int u = 0; u <= t; ++u) {
+      for (int i = 0; i < HS; ++i) dv[u * HS + i] += P[size_t(t) * T + u] * p.dout[t * HS + i];
+    }
+  }
+  out.mat("dv", dv, T, HS);
+
+  out.section("softmax Jacobian: D_t = sum_u P[t][u]*dP[t][u], dS = P*(dP - D_t)");
+  std::vector<double> D(T, 0.0), dS(size_t(T) * T, 0.0);
+  for (int t = 0; t < T; ++t) {
+    for (int u = 0; u <= t; ++u) D[t] += P[size_t(t) * T + u] * dP[size_t(t) * T + u];
+    for (int u = 0; u <= t; ++u) {
+      dS[size_t(t) * T + u] = P[size_t(t) * T + u] * (dP[size_t(t) * T + u] - D[t]);
+    }
+  }
+  out.vec("D (rowsum of P*dP)", D);
+  out.mat("dS (each row sums to 0)", dS, T, T);
+
+  out.section("dq_t = sum_u dS[t][u] k_u / sqrt(hs),  dk_u = sum_t dS[t][u] q_t / sqrt(hs)");
+  std::vector<double> dq(size_t(T) * HS, 0.0), dk(size_t(T) * HS, 0.0);
+  for (int t = 0; t < T; ++t) {
+    for (int u = 0; u <= t; ++u) {
+      for (int i = 0; i < HS; ++i) {
+        dq[t * HS + i] += dS[size_t(t) * T + u] * p.k[u * HS + i] * scale;
+        dk[u * HS + i] += dS[size_t(t) * T + u] * p.q[t * HS + i] * scale;
+      }
+    }
+  }
+  out.mat("dq", dq, T, HS);
+  out.mat("dk", dk, T, HS);
+
+  out.section("the kernel (attention_backward) computes the same");
+  std::vector<double> kq, kk, kv;
+  backward(p, P, kq, kk, kv);
+  agree(out, "dq by hand vs the kernel", dq, kq);
+  agree(out, "dk by hand vs the kernel", dk, kk);
+  agree(out, "dv by hand vs the kernel", dv, kv);
+  fd_check(out, p, kq, kk, kv);
+}
+
+}  // namespace
+
+void add_attention(std::vector<Explainer>& v) {
+  v.push_back({"attention", "causal softmax(q k^T / sqrt(hs)) v, one head",
+               "docs/kernels/05_attention.md", run_attention});
+  v.push_back({"attention_backward", "dP, softmax Jacobian dS, dq, dk, dv",
+               "docs/kernels/10_attention_backward.md", run_attention_backward});
+}
+
+}  // namespace reftrain::explain

@@ -1,0 +1,115 @@
+#include "apps/explain/explain.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/rng.h"
+
+namespace reftrain::explain {
+
+namespace {
+constexpr int kWidth = 80;
+
+std::string num(double v) {
+  if (std::abs(v) < 5e-5) v = 0.0;  // no "-0.0000"
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%9.4f", v);
+  return buf;
+}
+}  // namespace
+
+void Printer::title(const std::string& text) {
+  out_ += text + "\n" + std::string(text.size(), '=') + "\n";
+}
+
+void Printer::section(const std::string& text) {
+  out_ += "\n" + text + "\n";
+}
+
+void Printer::line(const std::string& text) {
+  out_ += text + "\n";
+}
+
+void Printer::scalar(const std::string& name, double v, const std::string& note) {
+  out_ += "  " + name + " =" + num(v) + (note.empty() ? "" : "   " + note) + "\n";
+}
+
+void Printer::vec(const std::string& name, const std::vector<double>& v) {
+  std::string head = "  " + name + " = [";
+  std::string row = head;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string item = num(v[i]) + (i + 1 < v.size() ? "," : " ]");
+    if (row.size() + item.size() > kWidth) {
+      out_ += row + "\n";
+      row = std::string(head.size(), ' ');
+    }
+    row += item;
+  }
+  if (v.empty()) row += " ]";
+  out_ += row + "\n";
+}
+
+void Printer::mat(const std::string& name, const std::vector<double>& m, int rows, int cols) {
+  out_ += "  " + name + " (" + std::to_string(rows) + "x" + std::to_string(cols) + ") =\n";
+  for (int r = 0; r < rows; ++r) {
+    std::string row = "   ";
+    for (int c = 0; c < cols; ++c) {
+      const std::string item = num(m[size_t(r) * cols + c]);
+      if (row.size() + item.size() > kWidth) {
+        out_ += row + "\n";
+        row = "   ";
+      }
+      row += item;
+    }
+    out_ += row + "\n";
+  }
+}
+
+double Printer::fd(const std::string& name, double analytic, double numeric) {
+  const double err = std::abs(analytic - numeric);
+  // Errors below 1e-9 are shown as such: their exact digits depend on libm's last bit.
+  char err_text[16];
+  if (err < 1e-9) {
+    std::snprintf(err_text, sizeof err_text, "< 1e-9");
+  } else {
+    std::snprintf(err_text, sizeof err_text, "%.1e", err);
+  }
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "  %-14s backward %10.6f  finite diff %10.6f  |err| %s\n",
+                name.c_str(), analytic, numeric, err_text);
+  out_ += buf;
+  return err;
+}
+
+std::vector<double> Inputs::uniform(size_t n, double lo, double hi) {
+  const CounterRng rng(seed_, RngStream::kSample);
+  std::vector<double> v(n);
+  for (double& x : v) x = std::round((lo + (hi - lo) * rng.uniform(next_++, 7)) * 100.0) / 100.0;
+  return v;
+}
+
+std::vector<int> Inputs::tokens(size_t n, int vocab) {
+  const CounterRng rng(seed_, RngStream::kSample);
+  std::vector<int> v(n);
+  for (int& t : v) t = int(rng.below(uint64_t(vocab), next_++, 7));
+  return v;
+}
+
+const std::vector<Explainer>& explainers() {
+  static const std::vector<Explainer> all = [] {
+    std::vector<Explainer> v;
+    add_embed(v);
+    add_norm(v);
+    add_linear(v);
+    add_rope(v);
+    add_attention(v);
+    add_activation(v);
+    add_loss(v);
+    add_cast(v);
+    add_optimizer(v);
+    return v;
+  }();
+  return all;
+}
+
+}  // namespace reftrain::explain

@@ -1,0 +1,66 @@
+// `reftrain explain KERNEL`: runs one kernel on a handful of numbers and prints, step by step,
+// its inputs, every intermediate under the name its study page (docs/kernels/) uses, the output,
+// the backward's intermediates, and a finite-difference check of the gradient. The pages embed
+// this output verbatim (tests/test_explain.cpp regenerates it), so page and program agree.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reftrain::explain {
+
+// Text laid out for an 80-column terminal. Numbers are printed with a fixed number of decimals
+// so the output is the same on every run and machine.
+class Printer {
+ public:
+  void title(const std::string& text);    // a kernel's heading
+  void section(const std::string& text);  // "forward", "backward", ...
+  void line(const std::string& text);     // free text (wrapped by the caller)
+  void scalar(const std::string& name, double v, const std::string& note = "");
+  void vec(const std::string& name, const std::vector<double>& v);
+  // A rows×cols matrix, row-major.
+  void mat(const std::string& name, const std::vector<double>& m, int rows, int cols);
+  // A gradient element against its central difference; returns the absolute error.
+  double fd(const std::string& name, double analytic, double numeric);
+  const std::string& text() const { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Deterministic small inputs: a Philox stream (core/rng.h), rounded to 2 decimals so a reader can
+// redo the arithmetic by hand.
+class Inputs {
+ public:
+  explicit Inputs(uint64_t seed) : seed_(seed) {}
+  std::vector<double> uniform(size_t n, double lo, double hi);  // values in [lo, hi)
+  std::vector<int> tokens(size_t n, int vocab);
+
+ private:
+  uint64_t seed_;
+  uint64_t next_ = 0;
+};
+
+struct Explainer {
+  std::string name;     // what `reftrain explain NAME` takes
+  std::string summary;  // one line for --list
+  std::string page;     // docs/kernels/NN_*.md
+  void (*run)(Printer& out, uint64_t seed);
+};
+
+// Every kernel, in pipeline order.
+const std::vector<Explainer>& explainers();
+
+// One function per kernel family, each in its own file under apps/explain/.
+void add_embed(std::vector<Explainer>& v);
+void add_norm(std::vector<Explainer>& v);
+void add_linear(std::vector<Explainer>& v);
+void add_rope(std::vector<Explainer>& v);
+void add_attention(std::vector<Explainer>& v);
+void add_activation(std::vector<Explainer>& v);
+void add_loss(std::vector<Explainer>& v);
+void add_cast(std::vector<Explainer>& v);
+void add_optimizer(std::vector<Explainer>& v);
+
+}  // namespace reftrain::explain

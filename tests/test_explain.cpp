@@ -1,0 +1,114 @@
+// The study pages (docs/kernels/) and `reftrain explain` must agree: every worked example on a
+// page is the verbatim output of the command named in the marker above it, and every kernel
+// `explain --list` names has its page, which shows its example.
+//
+// A page marks an example as
+//   <!-- reftrain explain NAME --seed S -->
+//   ```text
+//   ...the output...
+//   ```
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace reftrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kDocs = std::string(REFTRAIN_SOURCE_DIR) + "/docs/kernels";
+
+struct Example {
+  std::string page, args, text;
+};
+
+// Every marked example of every page.
+std::vector<Example> examples() {
+  const std::regex marker(R"(<!-- reftrain (explain [a-z0-9_]+ --seed [0-9]+) -->\n```text\n)");
+  std::vector<Example> out;
+  for (const auto& entry : fs::directory_iterator(kDocs)) {
+    if (entry.path().extension() != ".md") continue;
+    const std::string page = read_file(entry.path().string());
+    for (auto it = std::sregex_iterator(page.begin(), page.end(), marker);
+         it != std::sregex_iterator(); ++it) {
+      const size_t begin = size_t(it->position(0) + it->length(0));
+      const size_t end = page.find("```\n", begin);
+      EXPECT_NE(end, std::string::npos) << entry.path() << ": unterminated example";
+      if (end == std::string::npos) continue;
+      out.push_back({entry.path().filename().string(), (*it)[1], page.substr(begin, end - begin)});
+    }
+  }
+  return out;
+}
+
+TEST(Explain, EveryPageExampleIsTheProgramsOutput) {
+  const std::vector<Example> all = examples();
+  ASSERT_FALSE(all.empty()) << "no marked examples under " << kDocs;
+  for (const Example& e : all) {
+    SCOPED_TRACE(e.page + ": reftrain " + e.args);
+    const CommandResult r = run_reftrain(e.args);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(e.text, r.output) << "regenerate the example with: ./build/reftrain " << e.args;
+  }
+}
+
+TEST(Explain, EveryKernelHasItsPageAndExample) {
+  const CommandResult list = run_reftrain("explain --list");
+  ASSERT_EQ(list.exit_code, 0) << list.output;
+  std::set<std::string> shown;
+  for (const Example& e : examples())
+    shown.insert(e.page + " " + e.args.substr(8, e.args.find(' ', 8) - 8));
+  // --list prints two lines a kernel: "NAME  summary", then the indented page path.
+  std::istringstream lines(list.output);
+  int kernels = 0;
+  for (std::string line, page_line; std::getline(lines, line) && std::getline(lines, page_line);) {
+    EXPECT_LE(line.size(), 80u) << line;
+    EXPECT_LE(page_line.size(), 80u) << page_line;
+    const std::string name = line.substr(0, line.find(' '));
+    const std::string page = page_line.substr(page_line.find_first_not_of(' '));
+    ++kernels;
+    EXPECT_TRUE(fs::exists(std::string(REFTRAIN_SOURCE_DIR) + "/" + page)) << name << ": " << page;
+    EXPECT_TRUE(shown.count(fs::path(page).filename().string() + " " + name))
+        << name << " has no worked example on " << page;
+  }
+  EXPECT_GE(kernels, 12);
+}
+
+TEST(Explain, TheTwelvePagesAndTheIndexExist) {
+  for (const char* page :
+       {"01_embed.md", "02_norm.md", "03_linear.md", "04_rope.md", "05_attention.md",
+        "06_swiglu.md", "07_loss.md", "08_cast.md", "09_backward_ffn.md",
+        "10_attention_backward.md", "11_linear_backward.md", "12_optimizer.md"}) {
+    EXPECT_TRUE(fs::exists(kDocs + "/" + page)) << page;
+  }
+  EXPECT_TRUE(fs::exists(std::string(REFTRAIN_SOURCE_DIR) + "/docs/README.md"));
+}
+
+TEST(Explain, UnknownKernelIsAUsageError) {
+  const CommandResult r = run_reftrain("explain no_such_kernel");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown kernel 'no_such_kernel'"), std::string::npos) << r.output;
+}
+
+TEST(Explain, OutputFitsEightyColumns) {
+  const CommandResult list = run_reftrain("explain --list");
+  std::istringstream lines(list.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == ' ') continue;  // page lines
+    const std::string name = line.substr(0, line.find(' '));
+    const CommandResult r = run_reftrain("explain " + name + " --seed 1");
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.output;
+    std::istringstream out(r.output);
+    for (std::string l; std::getline(out, l);) EXPECT_LE(l.size(), 80u) << name << ": " << l;
+  }
+}
+
+}  // namespace
+}  // namespace reftrain::testing
