@@ -10,27 +10,6 @@ namespace reftrain {
 
 namespace {
 
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-float float_of(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-uint16_t bits_of(f16 h) {
-  uint16_t u;
-  std::memcpy(&u, &h, sizeof u);
-  return u;
-}
-f16 f16_of(uint16_t u) {
-  f16 h;
-  std::memcpy(&h, &u, sizeof h);
-  return h;
-}
-
 // v / 2^s rounded to nearest, ties to even (0 < s < 32).
 uint32_t shift_right_rne(uint32_t v, int s) {
   const uint32_t q = v >> s;

@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace reftrain {
 
@@ -32,6 +33,28 @@ constexpr bool kCastUsesF16c = true;
 #else
 constexpr bool kCastUsesF16c = false;
 #endif
+
+// The bit patterns of floats and halves, and back (memcpy: no aliasing tricks).
+inline uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+inline float float_of(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+inline uint16_t bits_of(f16 h) {
+  uint16_t u;
+  std::memcpy(&u, &h, sizeof u);
+  return u;
+}
+inline f16 f16_of(uint16_t u) {
+  f16 h;
+  std::memcpy(&h, &u, sizeof h);
+  return h;
+}
 
 // The reference, one value at a time, by integer manipulation of the bit patterns.
 uint16_t f32_to_f16_bits_portable(float x);

@@ -73,12 +73,6 @@ inline float adamw_element(float* w, float* g, float* m, float* v, size_t i, con
   return w_new;
 }
 
-inline f16 f16_of(uint16_t u) {
-  f16 h;
-  std::memcpy(&h, &u, sizeof h);
-  return h;
-}
-
 // The mirror of one element: the portable bit path of ops/cast.h (clamp to ±65504, then
 // round-to-nearest-even), bit-identical to F16C's vcvtps2ph after the same clamp.
 inline f16 mirror_scalar(float x) {

@@ -44,17 +44,6 @@ std::vector<float> spread_with_nonfinite(size_t n, uint64_t seed) {
 
 using Threads = testing::OmpThreads;
 
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-uint16_t bits_of(f16 h) {
-  uint16_t u;
-  std::memcpy(&u, &h, sizeof u);
-  return u;
-}
-
 // Element-wise bit equality (so ±0 and NaN payloads count), reporting the first difference.
 template <typename T>
 ::testing::AssertionResult same_bits(const char* what, const std::vector<T>& got,

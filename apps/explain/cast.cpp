@@ -15,22 +15,6 @@ namespace reftrain::explain {
 
 namespace {
 
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-float float_of(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-uint16_t bits_of(f16 h) {
-  uint16_t u;
-  std::memcpy(&u, &h, sizeof u);
-  return u;
-}
-
 std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 std::string fmt(const char* format, ...) {
   char buf[160];

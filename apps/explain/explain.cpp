@@ -1,5 +1,6 @@
 #include "apps/explain/explain.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -62,6 +63,19 @@ void Printer::mat(const std::string& name, const std::vector<double>& m, int row
       row += item;
     }
     out_ += row + "\n";
+  }
+}
+
+void Printer::agrees(const std::string& kernel, const std::vector<double>& mine,
+                     const std::vector<double>& theirs) {
+  double diff = 0.0;
+  for (size_t i = 0; i < mine.size(); ++i) diff = std::max(diff, std::abs(mine[i] - theirs[i]));
+  if (diff < 1e-12) {
+    line("  " + kernel + "<double> gives the same numbers (max diff < 1e-12)");
+  } else {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "  %s<double> differs by %.1e", kernel.c_str(), diff);
+    line(buf);
   }
 }
 

@@ -21,6 +21,10 @@ class Printer {
   void vec(const std::string& name, const std::vector<double>& v);
   // A rows×cols matrix, row-major.
   void mat(const std::string& name, const std::vector<double>& m, int rows, int cols);
+  // "KERNEL<double> gives the same numbers" when the hand computation `mine` matches the real
+  // kernel's `theirs` to 1e-12, else the difference.
+  void agrees(const std::string& kernel, const std::vector<double>& mine,
+              const std::vector<double>& theirs);
   // A gradient element against its central difference; returns the absolute error.
   double fd(const std::string& name, double analytic, double numeric);
   const std::string& text() const { return out_; }

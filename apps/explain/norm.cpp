@@ -37,19 +37,12 @@ Vec times(const Vec& a, const Vec& b) {
 // One line saying whether the step-by-step values equal the kernel's (both in double).
 void agree(Printer& out, const std::string& kernel, const std::vector<const Vec*>& mine,
            const std::vector<const Vec*>& theirs) {
-  double diff = 0.0;
+  Vec all_mine, all_theirs;
   for (size_t k = 0; k < mine.size(); ++k) {
-    for (size_t i = 0; i < mine[k]->size(); ++i) {
-      diff = std::max(diff, std::abs((*mine[k])[i] - (*theirs[k])[i]));
-    }
+    all_mine.insert(all_mine.end(), mine[k]->begin(), mine[k]->end());
+    all_theirs.insert(all_theirs.end(), theirs[k]->begin(), theirs[k]->end());
   }
-  if (diff < 1e-12) {
-    out.line("  " + kernel + "<double> gives the same numbers (max diff < 1e-12)");
-  } else {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "  %s<double> differs by %.1e", kernel.c_str(), diff);
-    out.line(buf);
-  }
+  out.agrees(kernel, all_mine, all_theirs);
 }
 
 // Central difference of f at p[k], step h.

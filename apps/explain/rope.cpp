@@ -27,19 +27,6 @@ std::string pair(double a, double b) {
   return "(" + num(a) + "," + num(b) + ")";
 }
 
-// One line saying whether the step-by-step values equal the kernel's (both in double).
-void agree(Printer& out, const std::string& kernel, const Vec& mine, const Vec& theirs) {
-  double diff = 0.0;
-  for (size_t i = 0; i < mine.size(); ++i) diff = std::max(diff, std::abs(mine[i] - theirs[i]));
-  if (diff < 1e-12) {
-    out.line("  " + kernel + "<double> gives the same numbers (max diff < 1e-12)");
-  } else {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, "  %s<double> differs by %.1e", kernel.c_str(), diff);
-    out.line(buf);
-  }
-}
-
 // One head of hs=4 channels at T=3 positions, theta 10000.
 void run_rope(Printer& out, uint64_t seed) {
   const int B = 1, T = 3, NH = 1, hs = 4, half = hs / 2;
@@ -84,7 +71,7 @@ void run_rope(Printer& out, uint64_t seed) {
   Vec k_out(size_t(T) * hs);
   rope_forward(k_out.data(), x.data(), B, T, NH, hs, theta);
   out.mat("out", k_out, T, hs);
-  agree(out, "rope_forward", my_out, k_out);
+  out.agrees("rope_forward", my_out, k_out);
 
   out.section("backward: rotate each pair of dout by -a");
   out.line("  dx[i] = dout[i]*cos a + dout[i+2]*sin a");
@@ -106,7 +93,7 @@ void run_rope(Printer& out, uint64_t seed) {
   Vec k_dx(size_t(T) * hs, 0.0);
   rope_backward(k_dx.data(), dout.data(), B, T, NH, hs, theta);
   out.mat("dx", k_dx, T, hs);
-  agree(out, "rope_backward", my_dx, k_dx);
+  out.agrees("rope_backward", my_dx, k_dx);
 
   out.section("finite-difference check of L = sum(dout * out), step 1e-6");
   auto loss = [&](const Vec& xx) {
