@@ -46,16 +46,7 @@ std::vector<uint16_t> joined(const Dataset& d) {
   return all;
 }
 
-// The message of the UserError that `f` throws ("" when it throws none).
-template <typename F>
-std::string user_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::user_error_of;
 
 // --- byte tokenizer and split -----------------------------------------------------------------
 

@@ -20,15 +20,7 @@ using testing::read_file;
 using testing::TempDir;
 using testing::write_file;
 
-template <typename F>
-std::string user_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::user_error_of;
 
 std::string le64(uint64_t v) {
   std::string s(8, '\0');

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+
 namespace reftrain::testing {
 
 struct CommandResult {
@@ -66,6 +68,17 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The message of the reftrain::UserError that `f` throws ("" when it throws none).
+template <typename F>
+std::string user_error_of(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // Deterministic test data: mt19937_64's sequence is fixed by the standard, and every mapping is
