@@ -159,39 +159,21 @@ void report_memory(TraceWriter& trace, size_t baseline, const MemoryEstimate& es
                {"estimate_bytes", est.total()}});
 }
 
-int run_train(const TrainArgs& a) {
-  const Preset& preset = find_preset(a.preset);
-  ModelConfig model = preset.model;
-  TrainConfig train = merged_config(a, preset.train);
-  if (!a.init_from.empty()) model = read_llmc_config(a.init_from);
-  validate(model, train);
-  if (a.threads > 0) omp_set_num_threads(a.threads);
-  const int threads = omp_get_max_threads();
-
-  Dataset data = load_data(a);
-  // Memory from here on is the model's: reset the peak so loading's transients do not count.
-  reset_peak_resident();
-  const size_t baseline = resident_bytes();
-  Trainer trainer(model, train, std::move(data));
-  std::string init = "normal(0.02) from seed " + std::to_string(train.seed);
-  if (!a.init_from.empty()) {
-    load_llmc_weights(a.init_from, model, trainer.model().layout(), trainer.model().weights());
-    trainer.model().refresh_mirror();
-    init = "llm.c checkpoint " + a.init_from;
-  }
-  TraceWriter trace(a.trace);
-  trace.write(trainer.describe(preset.name, init));
-
+void print_banner(const Preset& preset, const ModelConfig& model, const TrainConfig& train,
+                  Trainer& trainer, const std::string& init) {
   const Dataset& d = trainer.data();
   std::printf(
       "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d | %d steps | "
       "%d threads\n",
       REFTRAIN_VERSION, preset.name.c_str(), arch_name(model.arch), model.layers, model.heads,
       model.channels, trainer.model().layout().num_params() / 1e6, precision_name(train.precision),
-      train.batch, train.seq, train.steps, threads);
+      train.batch, train.seq, train.steps, omp_get_max_threads());
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
+}
 
+// The steps, with validation at step 0, every val_every steps and at the end, each traced.
+void train_loop(Trainer& trainer, TraceWriter& trace, const TrainConfig& train) {
   Progress progress(train.steps, train.batch * train.seq);
   auto validate_at = [&](int step) {
     const float val = trainer.validate();
@@ -219,10 +201,37 @@ int run_train(const TrainArgs& a) {
     if (last || (train.val_every > 0 && r.step % train.val_every == 0)) validate_at(r.step);
   }
   progress.finish();
-  std::printf("done: %d steps in %s\n\nsample:\n", train.steps,
-              duration(progress.total_seconds()).c_str());
+  std::printf("done: %d steps in %s\n", train.steps, duration(progress.total_seconds()).c_str());
+}
+
+int run_train(const TrainArgs& a) {
+  const Preset& preset = find_preset(a.preset);
+  ModelConfig model = preset.model;
+  TrainConfig train = merged_config(a, preset.train);
+  if (!a.init_from.empty()) model = read_llmc_config(a.init_from);
+  validate(model, train);
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+
+  Dataset data = load_data(a);
+  // Memory from here on is the model's: reset the peak so loading's transients do not count.
+  reset_peak_resident();
+  const size_t baseline = resident_bytes();
+  Trainer trainer(model, train, std::move(data));
+  std::string init = "normal(0.02) from seed " + std::to_string(train.seed);
+  if (!a.init_from.empty()) {
+    load_llmc_weights(a.init_from, model, trainer.model().layout(), trainer.model().weights());
+    trainer.model().refresh_mirror();
+    init = "llm.c checkpoint " + a.init_from;
+  }
+  TraceWriter trace(a.trace);
+  trace.write(trainer.describe(preset.name, init));
+  print_banner(preset, model, train, trainer, init);
+
+  train_loop(trainer, trace, train);
+  const Dataset& d = trainer.data();
   const std::vector<int32_t> prompt = {d.kind == "text" ? int32_t('\n') : int32_t(model.vocab - 1)};
-  std::printf("%s\n", show_sample(d, trainer.sample(prompt, 256, 1.0f, train.seed)).c_str());
+  std::printf("\nsample:\n%s\n",
+              show_sample(d, trainer.sample(prompt, 256, 1.0f, train.seed)).c_str());
   report_memory(trace, baseline,
                 estimate_memory(model, train.batch, train.seq, train.precision, train.optimizer));
   return 0;

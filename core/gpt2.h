@@ -40,7 +40,6 @@ class Gpt2 : public Model {
 
   // Floats of activation arena that a forward + backward at (B, T) needs.
   static size_t activation_floats(const ModelConfig& cfg, int B, int T);
-  size_t arena_floats() const override { return arena_.size(); }
 
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T) override;
   void backward() override;

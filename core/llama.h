@@ -34,7 +34,6 @@ class Llama : public Model {
         float z_loss = 0.0f);
 
   static size_t activation_floats(const ModelConfig& cfg, int B, int T);
-  size_t arena_floats() const override { return arena_.size(); }
 
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T) override;
   void backward() override;

@@ -30,7 +30,6 @@ class Model {
   // (adamw_update_f16); nothing else may.
   const f16* mirror() const { return w16_.data(); }
   f16* mirror() { return w16_.data(); }
-  virtual size_t arena_floats() const = 0;
 
   // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
   // CounterRng(seed, kInit).normal(i); then refreshes the mirror.
