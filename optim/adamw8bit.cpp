@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 
 #include "optim/adamw_core.h"
 #include "simd/simd.h"
@@ -40,6 +41,158 @@ using adamw_core::adamw_range;
 using adamw_core::Coeffs;
 using adamw_core::make_coeffs;
 
+// ---------------------------------------------------------------------------------------------
+// The xsimd path's block quantizers. They do the scalar functions' operations lane-wise and give
+// the same bytes: every conversion between a code and a float is exact; ·, ÷, √ and the
+// round-half-even of vroundps/vroundpd (xsimd::nearbyint, under the same MXCSR as std::nearbyint)
+// are correctly rounded; the block maxima are a fold of `(acc < x) ? x : acc`, std::max's rule,
+// whose result (NaNs skipped, no −0 among |m| or v) does not depend on the order; the clamps are
+// std::clamp's selects. A partial block goes through the scalar functions. A NaN m (only from a
+// corrupt Inf/NaN m scale or clip: dequantized m is finite) makes the reference convert a NaN to
+// int8, formally undefined; this build's scalar code gives x86's integer indefinite 0x80000000,
+// byte 0, and so does vcvttpd2dq here (a NaN v gets code 0 in both, from v > 0 being false).
+// xsimd 8.1 has no widening or narrowing casts between bytes and 32-bit lanes, so those are AVX-512
+// intrinsics (a lane loop elsewhere). GCC 12's false -Wmaybe-uninitialized inside AVX-512
+// intrinsics: see adamw_core.h.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+using BF = simd::Batch<float>;
+using BD = simd::Batch<double>;
+constexpr size_t kF = BF::size;
+constexpr size_t kD = BD::size;
+static_assert(kF == 2 * kD, "a float batch is two double batches");
+static_assert(kQuantBlock % kF == 0, "a block is whole float batches");
+
+// The packed words of a full block are its codes in order on a little-endian host.
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+constexpr bool kLittleEndian = true;
+#else
+constexpr bool kLittleEndian = false;
+#endif
+
+// kF codes, as int8 (kSigned) or uint8, converted to float (exact).
+template <bool kSigned>
+inline BF load_codes(const uint8_t* p) {
+#if defined(__AVX512F__)
+  static_assert(kF == 16, "xsimd's arch does not match __AVX512F__");
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return BF(
+      _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes)));
+#else
+  alignas(64) float lanes[kF];
+  for (size_t k = 0; k < kF; ++k) lanes[k] = kSigned ? float(int8_t(p[k])) : float(p[k]);
+  return BF::load_aligned(lanes);
+#endif
+}
+
+// kF codes from integral values in −128..255: the low byte of each (two's complement).
+inline void store_codes(uint8_t* p, const BF& q) {
+#if defined(__AVX512F__)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q)));
+#else
+  alignas(64) float lanes[kF];
+  q.store_aligned(lanes);
+  for (size_t k = 0; k < kF; ++k) p[k] = uint8_t(int(lanes[k]));
+#endif
+}
+
+// Two double batches of integral values in −128..255 as kF codes. (Each is exactly a float.)
+inline void store_codes(uint8_t* p, const BD& lo, const BD& hi) {
+#if defined(__AVX512F__)
+  const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epi32(lo)),
+                                       _mm512_cvttpd_epi32(hi), 1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(q));
+#else
+  alignas(64) double lanes[2 * kD];
+  lo.store_aligned(lanes);
+  hi.store_aligned(lanes + kD);
+  for (size_t k = 0; k < 2 * kD; ++k) p[k] = uint8_t(int(lanes[k]));
+#endif
+}
+
+// std::max(acc, x), lane-wise.
+inline BF max_step(const BF& acc, const BF& x) {
+  return xsimd::select(acc < x, x, acc);
+}
+
+// std::clamp(x, lo, hi), lane-wise: (x < lo) ? lo : (hi < x) ? hi : x, so a NaN stays NaN.
+template <typename T>
+inline simd::Batch<T> clamp(const simd::Batch<T>& x, T lo, T hi) {
+  const simd::Batch<T> l(lo), h(hi);
+  return xsimd::select(x < l, l, xsimd::select(h < x, h, x));
+}
+
+// The fold of std::max over a batch's lanes, starting from 0.
+inline float max_lanes(const BF& acc) {
+  alignas(64) float lanes[kF];
+  acc.store_aligned(lanes);
+  float r = 0.0f;
+  for (size_t k = 0; k < kF; ++k) r = std::max(r, lanes[k]);
+  return r;
+}
+
+void dequantize_m_block(const uint8_t* codes, float scale, float* m) {
+  const BF s(scale);
+  for (size_t i = 0; i < kQuantBlock; i += kF)
+    (load_codes<true>(codes + i) * s).store_aligned(m + i);
+}
+
+void dequantize_v_block(const uint8_t* codes, float scale, float* v) {
+  const BF s(scale);
+  for (size_t i = 0; i < kQuantBlock; i += kF) {
+    const BF r = load_codes<false>(codes + i) * s;
+    (r * r).store_aligned(v + i);
+  }
+}
+
+void quantize_m_block(const float* m, uint8_t* codes, float* scale) {
+  BF acc(0.0f);
+  for (size_t i = 0; i < kQuantBlock; i += kF)
+    acc = max_step(acc, xsimd::abs(BF::load_aligned(m + i)));
+  float s = max_lanes(acc) / 127.0f;
+  if (!std::isfinite(s)) s = FLT_MAX / 127.0f;
+  *scale = s;
+  if (s == 0.0f) {
+    std::fill(codes, codes + kQuantBlock, uint8_t{0});
+    return;
+  }
+  const BD inv(1.0 / double(s)), zero(0.0);
+  for (size_t i = 0; i < kQuantBlock; i += kF) {
+    BD q0 = clamp(xsimd::nearbyint(simd::load_widen(m + i) * inv), -127.0, 127.0);
+    BD q1 = clamp(xsimd::nearbyint(simd::load_widen(m + i + kD) * inv), -127.0, 127.0);
+    q0 = xsimd::select(xsimd::isnan(q0), zero, q0);  // as quantize_m: NaN → code 0
+    q1 = xsimd::select(xsimd::isnan(q1), zero, q1);
+    store_codes(codes + i, q0, q1);
+  }
+}
+
+void quantize_v_block(const float* v, uint8_t* codes, float* scale) {
+  BF acc(0.0f);
+  for (size_t i = 0; i < kQuantBlock; i += kF) acc = max_step(acc, BF::load_aligned(v + i));
+  const float vmax = max_lanes(acc);
+  if (vmax == 0.0f) {
+    *scale = 0.0f;
+    std::fill(codes, codes + kQuantBlock, uint8_t{0});
+    return;
+  }
+  if (std::isinf(vmax)) {
+    *scale = vmax;
+    std::fill(codes, codes + kQuantBlock, uint8_t{255});
+    return;
+  }
+  const float s = std::sqrt(vmax) / 255.0f;
+  *scale = s;
+  const BF sb(s), zero(0.0f);
+  for (size_t i = 0; i < kQuantBlock; i += kF) {
+    const BF x = BF::load_aligned(v + i);
+    const BF q = clamp(xsimd::nearbyint(xsimd::sqrt(x) / sb), 1.0f, 255.0f);
+    store_codes(codes + i, xsimd::select(x > zero, q, zero));
+  }
+}
+
+#pragma GCC diagnostic pop
+
 // One AdamW step over blocks of 256: dequantize the block's m and v, run adamw_update's fp32
 // formulas on it (scalar in the reference, xsimd otherwise — bit-identical), requantize with
 // fresh scales. Blocks are independent (each owns its elements, its words and its two scales),
@@ -52,6 +205,26 @@ void adamw_8bit_blocks(float* w, float* g, uint32_t* m_packed, uint32_t* v_packe
   for (size_t b = 0; b < blocks; ++b) {
     const size_t begin = b * kQuantBlock;
     const size_t count = std::min(kQuantBlock, n - begin);
+    if constexpr (kSimd) {
+      if (count == kQuantBlock && kLittleEndian) {
+        alignas(64) uint8_t mc[kQuantBlock], vc[kQuantBlock];
+        alignas(64) float m[kQuantBlock], v[kQuantBlock];
+        std::memcpy(mc, m_packed + begin / 4, kQuantBlock);
+        std::memcpy(vc, v_packed + begin / 4, kQuantBlock);
+        dequantize_m_block(mc, m_scale[b], m);
+        dequantize_v_block(vc, v_scale[b], v);
+// GCC 12 warns that the scalar tail loop of adamw_range, dead for a full block, would overrun.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
+        adamw_range<false>(w + begin, g + begin, m, v, nullptr, 0, kQuantBlock, c);
+#pragma GCC diagnostic pop
+        quantize_m_block(m, mc, &m_scale[b]);
+        quantize_v_block(v, vc, &v_scale[b]);
+        std::memcpy(m_packed + begin / 4, mc, kQuantBlock);
+        std::memcpy(v_packed + begin / 4, vc, kQuantBlock);
+        continue;
+      }
+    }
     uint8_t codes[kQuantBlock];
     float m[kQuantBlock], v[kQuantBlock];
     unpack_codes(m_packed + begin / 4, count, codes);
@@ -93,7 +266,9 @@ void quantize_m(const float* m, size_t count, uint8_t* codes, float* scale) {
   const double inv = 1.0 / double(s);
   for (size_t i = 0; i < count; ++i) {
     const double q = std::clamp(std::nearbyint(double(m[i]) * inv), -127.0, 127.0);
-    codes[i] = uint8_t(int8_t(q));
+    // A NaN m (reachable only from a corrupted state: a NaN scale or clip) is stored as 0,
+    // rather than left to the undefined NaN → int conversion.
+    codes[i] = std::isnan(q) ? uint8_t{0} : uint8_t(int8_t(q));
   }
 }
 

@@ -528,6 +528,30 @@ TEST(AdamW8bit, SimdBitIdenticalToRef) {
   }
 }
 
+// A corrupted step (a NaN clip factor: g' and the new m are NaN wherever g is finite) stores those
+// m as code 0 in both kernels — a defined result instead of the undefined NaN → int conversion —
+// and the two kernels agree byte for byte.
+TEST(AdamW8bit, NanMomentIsStoredAsCodeZero) {
+  const size_t n = 600;  // two full blocks (the vector path) and a partial one (scalar)
+  const AdamWHyper hp{0.02f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  State a = random_state(n, 7), b = a;
+  std::vector<float> wa(n, 0.5f), wb = wa, ga = grads(n, 8), gb = ga;
+  const GradStats stats{1.0f, std::numeric_limits<float>::quiet_NaN()};
+  adamw_8bit_update_ref(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(), a.vs.data(), n,
+                        stats, hp, 3);
+  adamw_8bit_update(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(), b.vs.data(), n,
+                    stats, hp, 3);
+  EXPECT_TRUE(a == b);
+  std::vector<float> g0 = grads(n, 8);
+  size_t nan_moments = 0;
+  for (size_t k = 0; k < n; ++k) {
+    if (!std::isfinite(g0[k])) continue;
+    ++nan_moments;
+    EXPECT_EQ(byte_of(a.mp, k), 0u) << "element " << k;
+  }
+  EXPECT_GT(nan_moments, n / 2);
+}
+
 // 1, 2 and 3 threads, both kernels, five steps on 37 blocks and a partial one: identical bytes.
 TEST(AdamW8bit, BitIdenticalAcrossThreadCounts) {
   const size_t n = 37 * kQuantBlock + 5;
