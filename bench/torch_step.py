@@ -30,6 +30,8 @@ def main():
     with open(a.trace) as f:
         run = json.loads(f.readline())
     cfg, B, T = run["model"], run["train"]["batch"], run["train"]["seq"]
+    if cfg["arch"] != "gpt2":
+        sys.exit(f"torch_step.py mirrors the gpt2 family only; the trace is {cfg['arch']}")
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     params = {n: (torch.randn(s) * 0.02 if len(s) > 1 else torch.ones(s)).requires_grad_()

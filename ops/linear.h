@@ -7,9 +7,10 @@
 // Shapes: inp [N,K], w [O,K], b [O] (may be null), out [N,O].
 //
 // Every sum runs over its index in ascending order, starting from the bias (forward) or the
-// value already in the accumulator (backward), so results do not depend on the thread count.
-// The loops are ordered so that the innermost one walks contiguous, independent outputs: the
-// compiler vectorizes it without reordering any sum.
+// value already in the accumulator (backward), with each product and sum rounded on its own:
+// the textbook loops' results bit for bit, for any thread count. The three products share one
+// register-blocked kernel (tiles of 4 rows × 4 SIMD vectors of outputs, each tile's
+// accumulators in registers over the whole sum) — see ops/linear.cpp.
 #pragma once
 
 namespace reftrain {
