@@ -143,7 +143,7 @@ void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
 
 float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
   const int N = B * T, C = cfg_.channels, Vp = cfg_.padded_vocab;
-  B_ = B, T_ = T, inputs_ = inputs, has_targets_ = targets != nullptr;
+  begin_forward(inputs, targets, B, T);
   embed_forward(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T, C);
   const float* res = act_.encoded;
   for (int l = 0; l < cfg_.layers; ++l) {
@@ -186,8 +186,8 @@ void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T)
 }
 
 void Gpt2::backward() {
-  if (!has_targets_) throw std::logic_error("Gpt2::backward needs a forward with targets");
-  const int B = B_, T = T_, N = B * T, C = cfg_.channels, L = cfg_.layers;
+  require_targets("Gpt2::backward");
+  const int B = last_.B, T = last_.T, N = B * T, C = cfg_.channels, L = cfg_.layers;
   const size_t NC = size_t(N) * C;
   const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
@@ -199,7 +199,7 @@ void Gpt2::backward() {
   for (int l = L - 1; l >= 0; --l) {
     layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
   }
-  embed_backward(gt_.wte, gt_.wpe, act_.dres, inputs_, B, T, C);
+  embed_backward(gt_.wte, gt_.wpe, act_.dres, last_.inputs, B, T, C);
 }
 
 }  // namespace reftrain

@@ -67,9 +67,6 @@ class Gpt2 : public Model {
   AlignedBuffer<float> arena_;
   Gpt2Tensors wt_, gt_;
   Acts act_;
-  int B_ = 0, T_ = 0;                // sizes of the last forward
-  const int32_t* inputs_ = nullptr;  // tokens of the last forward (for embed_backward)
-  bool has_targets_ = false;
 };
 
 }  // namespace reftrain

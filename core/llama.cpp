@@ -158,7 +158,7 @@ void Llama::layer_forward(int l, const float* res_in, int B, int T) {
 
 float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
   const int N = B * T, C = cfg_.channels;
-  B_ = B, T_ = T, inputs_ = inputs, has_targets_ = targets != nullptr;
+  begin_forward(inputs, targets, B, T);
   token_embed_forward(act_.encoded, inputs, wt_.emb, size_t(N), C);
   const float* res = act_.encoded;
   for (int l = 0; l < cfg_.layers; ++l) {
@@ -204,8 +204,8 @@ void Llama::layer_backward(int l, const float* res_in, float* dres, int B, int T
 }
 
 void Llama::backward() {
-  if (!has_targets_) throw std::logic_error("Llama::backward needs a forward with targets");
-  const int B = B_, T = T_, N = B * T, C = cfg_.channels, L = cfg_.layers;
+  require_targets("Llama::backward");
+  const int B = last_.B, T = last_.T, N = B * T, C = cfg_.channels, L = cfg_.layers;
   const size_t NC = size_t(N) * C;
   const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
@@ -216,7 +216,7 @@ void Llama::backward() {
   for (int l = L - 1; l >= 0; --l) {
     layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
   }
-  token_embed_backward(gt_.emb, act_.dres, inputs_, size_t(N), C);
+  token_embed_backward(gt_.emb, act_.dres, last_.inputs, size_t(N), C);
 }
 
 }  // namespace reftrain

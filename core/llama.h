@@ -64,9 +64,6 @@ class Llama : public Model {
   AlignedBuffer<float> arena_;
   LlamaTensors wt_, gt_;
   Acts act_;
-  int B_ = 0, T_ = 0;
-  const int32_t* inputs_ = nullptr;
-  bool has_targets_ = false;
 };
 
 }  // namespace reftrain

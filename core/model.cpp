@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "core/gpt2.h"
 #include "core/llama.h"
@@ -35,6 +37,11 @@ void Model::init_weights(uint64_t seed) {
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(std_dev * rng.normal(t.offset + i));
   }
   refresh_mirror();
+}
+
+void Model::require_targets(const char* who) const {
+  if (!last_.has_targets)
+    throw std::logic_error(std::string(who) + " needs a forward with targets");
 }
 
 void Model::refresh_mirror() {

@@ -61,6 +61,20 @@ class Model {
   float mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                   int N) const;
 
+  // What backward() needs to know about the last forward: its sizes and tokens, and whether it
+  // had targets (so dlogits exist).
+  struct LastForward {
+    int B = 0, T = 0;
+    const int32_t* inputs = nullptr;
+    bool has_targets = false;
+  };
+  void begin_forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+    last_ = {B, T, inputs, targets != nullptr};
+  }
+  // Throws std::logic_error when the last forward had no targets (a programming error).
+  void require_targets(const char* who) const;
+
+  LastForward last_;
   ModelConfig cfg_;
   ParamLayout layout_;
   Precision precision_;
