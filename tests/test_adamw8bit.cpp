@@ -21,10 +21,9 @@
 namespace reftrain {
 namespace {
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
-// Unit roundoff of float: one rounding errs by at most u relative to its result.
-constexpr double kU = 0x1p-24;
+using testing::kInf;
+using testing::kNaN;
+using testing::kU;
 
 using Data = testing::TestData;
 

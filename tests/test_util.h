@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -69,6 +70,11 @@ inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+// Unit roundoff of float: one rounding errs by at most u relative to its result.
+constexpr double kU = 0x1p-24;
 
 // The message of the reftrain::UserError that `f` throws ("" when it throws none).
 template <typename F>

@@ -146,16 +146,17 @@ def check_fd(inp, res):
     check(np.all(res["grad.transformer.wpe.weight"][T:] == 0), "wpe rows >= T have zero gradient")
 
 
-def check_optimizer(inp, res):
-    """Re-run the S steps with torch.optim.AdamW on manually clipped grads."""
-    params, cfg, optim, decay, inputs, targets = gm.load(inp, torch.float64)
+def check_optimizer(inp, res, model=gm):
+    """Re-run the S steps with torch.optim.AdamW on manually clipped grads; `model` is the mirror
+    module (gpt2_mirror or llama_mirror) whose load and forward_loss to use."""
+    params, cfg, optim, decay, inputs, targets = model.load(inp, torch.float64)
     groups = [{"params": [w for n, w in params.items() if n in decay], "weight_decay": optim["wd"]},
               {"params": [w for n, w in params.items() if n not in decay], "weight_decay": 0.0}]
     opt = torch.optim.AdamW(groups, lr=1.0, betas=(optim["beta1"], optim["beta2"]), eps=optim["eps"])
     losses, norms = [], []
     for s in range(S):
         opt.zero_grad()
-        loss = gm.forward_loss(params, cfg, inputs[s], targets[s])
+        loss = model.forward_loss(params, cfg, inputs[s], targets[s])
         loss.backward()
         norm = math.sqrt(sum(float((w.grad ** 2).sum()) for w in params.values()))
         clip = min(1.0, optim["clip"] / max(norm, 1e-6))

@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import llama_mirror as lm  # noqa: E402
 from safetensors_io import read_safetensors, write_safetensors  # noqa: E402
-from selfcheck import check, check_mixed, failures, mirror  # noqa: E402
+from selfcheck import check, check_mixed, check_optimizer, failures, mirror  # noqa: E402
 
 CFG = {"arch": "llama", "layers": 2, "heads": 2, "channels": 16, "ffn": 24, "vocab": 60, "padded_vocab": 64,
        "max_seq": 8, "rope_theta": 10000.0, "z_loss": 0.1}
@@ -127,33 +127,6 @@ def check_fd(inp, res):
           "lm_head grad: zero on padded rows >= V, nonzero below")
 
 
-def check_optimizer(inp, res):
-    params, cfg, optim, decay, inputs, targets = lm.load(inp, torch.float64)
-    groups = [{"params": [w for n, w in params.items() if n in decay], "weight_decay": optim["wd"]},
-              {"params": [w for n, w in params.items() if n not in decay], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=1.0, betas=(optim["beta1"], optim["beta2"]), eps=optim["eps"])
-    losses, norms = [], []
-    for s in range(S):
-        opt.zero_grad()
-        loss = lm.forward_loss(params, cfg, inputs[s], targets[s])
-        loss.backward()
-        norm = math.sqrt(sum(float((w.grad ** 2).sum()) for w in params.values()))
-        clip = min(1.0, optim["clip"] / max(norm, 1e-6))
-        for w in params.values():
-            w.grad.mul_(clip)
-        for g in opt.param_groups:
-            g["lr"] = optim["lrs"][s]
-        opt.step()
-        losses.append(loss.item())
-        norms.append(norm)
-    dl = np.max(np.abs(np.array(losses) - res["losses"]) / np.abs(res["losses"]))
-    dn = np.max(np.abs(np.array(norms) - res["grad_norms"]) / res["grad_norms"])
-    check(dl < 1e-12 and dn < 1e-12, f"optimizer vs torch.optim.AdamW: losses rel {dl:.1e}, norms rel {dn:.1e}")
-    check(res["losses"][-1] < res["losses"][0], f"loss decreases {res['losses'][0]:.6f} -> {res['losses'][-1]:.6f}")
-    want = np.minimum(1.0, OPTIM["clip"] / res["grad_norms"])
-    check(np.allclose(res["clips"], want, rtol=1e-15, atol=0), f"clips {res['clips']} = min(1, clip/norm)")
-
-
 def check_bad_config(d):
     bad = []
     for what, cfg in (("no rope_theta", {k: v for k, v in CFG.items() if k != "rope_theta"}),
@@ -209,7 +182,7 @@ def main():
         check_rope()
         check_loss(inp, res)
         check_fd(inp, res)
-        check_optimizer(inp, res)
+        check_optimizer(inp, res, lm)
         params, cfg, _, _, inputs, targets = lm.load(inp, torch.float64)
         rounded = {n for n, s in lm.param_shapes(CFG) if len(s) == 2 and "embed" not in n}
         check_mixed("llama", res, rm, params, lambda p, m: lm.forward_loss(p, cfg, inputs[0], targets[0], m),
