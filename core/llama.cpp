@@ -1,7 +1,6 @@
 #include "core/llama.h"
 
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
 #include "ops/activation.h"

@@ -14,6 +14,16 @@ namespace {
 BatchSampler::Mode sampler_mode(const Dataset& d) {
   return d.kind == "llmc-tokens" ? BatchSampler::Mode::kSequential : BatchSampler::Mode::kRandom;
 }
+
+// The data, once its token ids fit the vocabulary and each split fills a batch: checked before
+// the model's buffers are allocated, so bad data fails fast and small.
+Dataset checked(Dataset data, const ModelConfig& model, const TrainConfig& train) {
+  check_vocab(data, model.vocab);
+  const BatchSampler::Mode mode = sampler_mode(data);
+  check_batch_fits(data.train, "train", data.source, train.batch, train.seq, mode);
+  check_batch_fits(data.val, "val", data.source, train.batch, train.seq, mode);
+  return data;
+}
 }  // namespace
 
 MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision,
@@ -26,9 +36,8 @@ MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision
 }
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data)
-    : model_cfg_(model),
-      train_(train),
-      data_(std::move(data)),
+    : train_(train),
+      data_(checked(std::move(data), model, train)),
       model_(make_model(model, train.batch, train.seq, train.precision, train.z_loss)),
       optimizer_(train.optimizer, model_->layout()),
       inputs_(size_t(train.batch) * train.seq),
@@ -38,9 +47,6 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
       val_batches_(data_.val, train.batch, train.seq, sampler_mode(data_), train.seed,
                    RngStream::kValData),
       schedule_{train.lr, train.min_lr, train.warmup, train.steps, train.schedule} {
-  check_vocab(data_, model.vocab);
-  check_batch_fits(data_.train, "train", data_.source, train.batch, train.seq, sampler_mode(data_));
-  check_batch_fits(data_.val, "val", data_.source, train.batch, train.seq, sampler_mode(data_));
   model_->init_weights(train.seed);
 }
 
@@ -83,7 +89,7 @@ Json describe_model(const ModelConfig& m, size_t params) {
 }  // namespace
 
 Json Trainer::describe(const std::string& preset, const std::string& init) const {
-  const ModelConfig& m = model_cfg_;
+  const ModelConfig& m = model_->config();
   const TrainConfig& t = train_;
   char hash[32];
   std::snprintf(hash, sizeof hash, "fnv1a64:%016llx", static_cast<unsigned long long>(data_.hash));
@@ -146,7 +152,7 @@ std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int n, 
                                      uint64_t seed) {
   if (prompt.empty()) throw std::invalid_argument("Trainer::sample needs a prompt");
   const CounterRng rng(seed, RngStream::kSample);
-  const int V = model_cfg_.vocab, Vp = model_cfg_.padded_vocab;
+  const int V = model_->config().vocab, Vp = model_->config().padded_vocab;
   std::vector<int32_t> tokens = prompt;
   std::vector<double> probs(static_cast<size_t>(V));
   for (int i = 0; i < n; ++i) {

@@ -61,7 +61,6 @@ class Trainer {
                               uint64_t seed);
 
  private:
-  ModelConfig model_cfg_;
   TrainConfig train_;
   Dataset data_;
   std::unique_ptr<Model> model_;
