@@ -3,6 +3,7 @@
 // the spelling lives in one place.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <xsimd/xsimd.hpp>
 
@@ -32,6 +33,31 @@ T reduce_add(const Batch<T>& b) {
 #endif
 }
 #pragma GCC diagnostic pop
+
+// a·b + c with one rounding. xsimd 8.1 has no AVX-512 fma kernel and falls back to a separate
+// multiply and add (two roundings), so AVX-512 gets the intrinsic; AVX2 builds (x86-64-v3)
+// get xsimd's FMA3 kernel. Kernels call this, never xsimd::fma, so that a vector lane computes
+// exactly what std::fma computes in the scalar tail, on every ISA.
+inline Batch<float> fma(const Batch<float>& a, const Batch<float>& b, const Batch<float>& c) {
+#if defined(__AVX512F__)
+  return Batch<float>(_mm512_fmadd_ps(a, b, c));
+#else
+  return xsimd::fma(a, b, c);
+#endif
+}
+inline Batch<double> fma(const Batch<double>& a, const Batch<double>& b, const Batch<double>& c) {
+#if defined(__AVX512F__)
+  return Batch<double>(_mm512_fmadd_pd(a, b, c));
+#else
+  return xsimd::fma(a, b, c);
+#endif
+}
+inline float fma(float a, float b, float c) {
+  return std::fma(a, b, c);
+}
+inline double fma(double a, double b, double c) {
+  return std::fma(a, b, c);
+}
 
 // Batch<double>::size consecutive floats from p (unaligned), each widened to double (exact: every
 // float is a double). One vcvtps2pd on AVX-512 and AVX; the generic path goes through memory.
