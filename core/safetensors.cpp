@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace reftrain {
@@ -192,30 +193,37 @@ SafetensorsFile read_safetensors(const std::string& path) {
   return file;
 }
 
-void write_safetensors(const std::string& path, const SafetensorsFile& file) {
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata,
+                       void (*before_rename)(const std::string&, const std::string&)) {
   nlohmann::json header = nlohmann::json::object();
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto& [name, t] : file.tensors) {
-    header[name] = {{"dtype", dtype_name(t.dtype)},
-                    {"shape", t.shape},
-                    {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
+  std::vector<size_t> sizes;
+  for (const TensorRef& t : tensors) {
+    size_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) n *= size_t(d);
+    header[t.name] = {
+        {"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    sizes.push_back(n);
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw input_error(path + ": cannot open for writing");
   uint8_t len_bytes[8];
   for (int i = 0; i < 8; ++i) len_bytes[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
-  out.write(reinterpret_cast<const char*>(len_bytes), 8);
-  out.write(text.data(), std::streamsize(text.size()));
-  for (const auto& kv : file.tensors) {
-    out.write(reinterpret_cast<const char*>(kv.second.bytes.data()),
-              std::streamsize(kv.second.bytes.size()));
-  }
-  out.flush();
-  if (!out) throw input_error(path + ": write failed (disk full or not writable?)");
+  AtomicFileWriter out(path);
+  out.write(len_bytes, 8);
+  out.write(text.data(), text.size());
+  for (size_t i = 0; i < tensors.size(); ++i) out.write(tensors[i].data, sizes[i]);
+  out.commit(before_rename);
+}
+
+void write_safetensors(const std::string& path, const SafetensorsFile& file) {
+  std::vector<TensorRef> refs;
+  for (const auto& [name, t] : file.tensors)
+    refs.push_back({name, t.dtype, t.shape, t.bytes.data()});
+  write_safetensors(path, refs, file.metadata);
 }
 
 }  // namespace reftrain

@@ -36,10 +36,26 @@ struct SafetensorsFile {
   std::string path;  // where it was read from, for messages
 };
 
+// A tensor to write, by reference: the bytes stay where they are (a model's mega-buffer), so
+// writing a large model's checkpoint needs no second copy of it.
+struct TensorRef {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  const void* data;  // numel(shape)·dtype_size(dtype) bytes
+};
+
 // Validates before it trusts: header length within the file, JSON well formed, dtypes known,
 // shapes non-negative without overflow, offsets inside the data and matching the shape. A bad
 // file is an input error "PATH: problem".
 SafetensorsFile read_safetensors(const std::string& path);
+// Both writers are atomic and durable (core/atomic_file.h): PATH holds either its old contents
+// or the complete new file, never a partial one. Tensors are stored in the order given (the
+// header's keys are sorted, as JSON objects are), the data section 8-byte aligned. `before_rename`
+// is AtomicFileWriter::commit's test hook. Errors name the file and the reason (disk full, ...).
 void write_safetensors(const std::string& path, const SafetensorsFile& file);
+void write_safetensors(const std::string& path, const std::vector<TensorRef>& tensors,
+                       const std::map<std::string, std::string>& metadata,
+                       void (*before_rename)(const std::string&, const std::string&) = nullptr);
 
 }  // namespace reftrain

@@ -1,0 +1,44 @@
+// Writing a file so that a crash, a kill or a full disk never leaves a partial file under its
+// name: the bytes go to a temporary file next to it (DIR/.NAME.tmp), which is flushed and
+// fsynced, then renamed over NAME, and the directory is fsynced so the rename itself is durable.
+// Until the rename, whatever NAME held before stays intact; a kill before it leaves at most the
+// stale .tmp file, which the next write of NAME replaces.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace reftrain {
+
+class AtomicFileWriter {
+ public:
+  // Creates (truncates) DIR/.NAME.tmp; an input error naming the file and the reason otherwise.
+  explicit AtomicFileWriter(const std::string& path);
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  // Removes the temporary file when commit() was not reached (an error on the way).
+  ~AtomicFileWriter();
+
+  // Appends bytes; a failed write (disk full, file-size limit, I/O error) is an input error.
+  void write(const void* data, size_t n);
+  // fsync of the temporary file, rename over the final name, fsync of the directory.
+  // `before_rename` runs between the fsync and the rename (a test hook; may be empty).
+  void commit(void (*before_rename)(const std::string& tmp, const std::string& path) = nullptr);
+
+  const std::string& tmp_path() const { return tmp_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& what, int err);
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// The temporary name AtomicFileWriter uses for `path`: DIR/.NAME.tmp.
+std::string atomic_tmp_path(const std::string& path);
+
+// The one-line reason for errno `err`, with the fix for the common ones (disk full, file too
+// large, read-only file system, permission denied).
+std::string describe_write_error(int err);
+
+}  // namespace reftrain
