@@ -1,5 +1,6 @@
 // `reftrain train`: trains a preset, prints a live progress line, validation loss every N
-// steps and a sample at the end, and optionally writes a JSONL trace.
+// steps and a sample at the end, and optionally writes a JSONL trace, checkpoints (--out) and a
+// loss plot. `--resume` continues a run from its checkpoint, bit-exactly (docs/checkpoints.md).
 #include <omp.h>
 #include <unistd.h>
 
@@ -8,31 +9,23 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 
 #include "apps/commands.h"
+#include "core/checkpoint.h"
 #include "core/config.h"
 #include "core/data.h"
 #include "core/error.h"
 #include "core/llmc.h"
 #include "core/memory.h"
+#include "core/plot.h"
 #include "core/trace.h"
 #include "core/trainer.h"
 
 namespace reftrain {
-
-namespace {
-
-struct TrainArgs {
-  std::string preset = kDefaultPreset;
-  std::string data, data_tokens, init_from, trace;
-  std::string schedule, seed, precision, optimizer;
-  TrainConfig over;  // values given on the command line; see `given`
-  int threads = 0;
-  std::map<std::string, CLI::Option*> given;
-};
 
 // CLI11 would wrap "-1" or 2^64 into a valid uint64 silently; accept only 0..2^64-1 as written.
 uint64_t parse_seed(const std::string& text) {
@@ -45,6 +38,21 @@ uint64_t parse_seed(const std::string& text) {
   }
   return v;
 }
+
+namespace {
+
+struct TrainArgs {
+  std::string preset = kDefaultPreset;
+  std::string data, data_tokens, init_from, trace;
+  std::string schedule, seed, precision, optimizer;
+  std::string out, resume, plot;
+  int save_every = 0, keep = 0, stop_after = 0;
+  bool skip_nonfinite = false;
+  TrainConfig over;  // values given on the command line; see `given`
+  int threads = 0;
+  std::map<std::string, CLI::Option*> given;
+  bool has(const char* flag) const { return given.at(flag)->count() > 0; }
+};
 
 // Applies every option the user gave over the preset's values.
 TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
@@ -89,21 +97,24 @@ std::string duration(double seconds) {
 // The live progress line: rewritten in place on a terminal, one line every few steps otherwise.
 class Progress {
  public:
-  Progress(int steps, int tokens_per_step)
-      : steps_(steps),
+  // Steps start+1 .. stop of a `steps`-step run.
+  Progress(int start, int stop, int steps, int tokens_per_step)
+      : start_(start),
+        stop_(stop),
+        steps_(steps),
         tokens_(tokens_per_step),
         tty_(isatty(fileno(stdout))),
         every_(std::max(1, steps / 20)) {}
   void step(const StepResult& r) {
     total_ms_ += r.ms;
-    const double avg_ms = total_ms_ / r.step;
-    if (tty_ || r.step == 1 || r.step % every_ == 0 || r.step == steps_) {
+    const double avg_ms = total_ms_ / (r.step - start_);
+    if (tty_ || r.step == start_ + 1 || r.step % every_ == 0 || r.step == stop_) {
       std::printf(
           "%sstep %*d/%d | loss %.4f | lr %.2e | norm %6.3f | %7.0f tok/s | %7.1f ms/step "
           "| ETA %s%s",
           tty_ ? "\r\033[K" : "", width(), r.step, steps_, r.loss, r.lr, r.grad_norm,
-          tokens_ / (avg_ms / 1000.0), avg_ms,
-          duration((steps_ - r.step) * avg_ms / 1000.0).c_str(), tty_ ? "" : "\n");
+          tokens_ / (avg_ms / 1000.0), avg_ms, duration((stop_ - r.step) * avg_ms / 1000.0).c_str(),
+          tty_ ? "" : "\n");
       std::fflush(stdout);
     }
   }
@@ -118,7 +129,7 @@ class Progress {
 
  private:
   int width() const { return int(std::to_string(steps_).size()); }
-  int steps_, tokens_;
+  int start_, stop_, steps_, tokens_;
   bool tty_;
   int every_;
   double total_ms_ = 0.0;
@@ -134,13 +145,6 @@ Dataset load_data(const TrainArgs& a) {
   if (!a.data_tokens.empty()) return load_llmc_tokens(a.data_tokens);
   if (!a.data.empty()) return load_text_file(a.data);
   return load_fortunes();
-}
-
-std::string show_sample(const Dataset& data, const std::vector<int32_t>& tokens) {
-  if (data.kind == "text") return decode_bytes(tokens);
-  std::string s = "(token ids; reftrain has no GPT-2 tokenizer)";
-  for (int32_t t : tokens) s += " " + std::to_string(t);
-  return s;
 }
 
 // The run's peak resident memory next to what estimate_memory() predicted for it.
@@ -172,77 +176,357 @@ void print_banner(const Preset& preset, const ModelConfig& model, const TrainCon
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
 }
 
-// The steps, with validation at step 0, every val_every steps and at the end, each traced.
-void train_loop(Trainer& trainer, TraceWriter& trace, const TrainConfig& train) {
-  Progress progress(train.steps, train.batch * train.seq);
+// What one invocation runs: a fresh run from the flags, or a resumed one from its checkpoint.
+struct RunPlan {
+  std::string preset, init;
+  ModelConfig model;
+  TrainConfig train;
+  Dataset data;
+  std::string data_path;             // data.source, absolute (checkpoints record it)
+  std::unique_ptr<Checkpoint> ckpt;  // resumed: where the run continues from
+  int start = 0;                     // steps already done
+  int stop = 0;                      // the last step this invocation takes
+  std::string out;                   // checkpoint directory ("" = none)
+  int save_every = 0, keep = 0;
+};
+
+void require_names(const TrainArgs& a) {
+  for (const char* name : {"--out", "--resume", "--plot"}) {
+    if (a.has(name) && a.given.at(name)->as<std::string>().empty()) {
+      throw usage_error(std::string(name) + " needs a " +
+                        (std::string(name) == "--plot" ? "file name" : "path"));
+    }
+  }
+}
+
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.lexically_normal().string();
+}
+
+RunPlan fresh_plan(const TrainArgs& a) {
+  RunPlan p;
+  const Preset& preset = find_preset(a.preset);
+  p.preset = preset.name;
+  p.model = preset.model;
+  p.train = merged_config(a, preset.train);
+  if (!a.init_from.empty()) p.model = read_llmc_config(a.init_from);
+  validate(p.model, p.train);
+  for (const char* flag : {"--save-every", "--keep", "--stop-after"}) {
+    if (a.has(flag) && a.out.empty()) {
+      throw usage_error(std::string(flag) + " needs --out DIR, where the checkpoints go");
+    }
+  }
+  p.data = load_data(a);
+  p.data_path = absolute_path(p.data.source);
+  p.init = a.init_from.empty() ? "normal(0.02) from seed " + std::to_string(p.train.seed)
+                               : "llm.c checkpoint " + a.init_from;
+  p.out = a.out, p.save_every = a.save_every, p.keep = a.keep;
+  return p;
+}
+
+// A resumed run keeps its configuration: a flag that would change it is a usage error; only
+// --steps may extend the run.
+void check_resume_flags(const TrainArgs& a, const CheckpointMeta& m) {
+  if (a.has("--init-from")) {
+    throw usage_error("--init-from conflicts with --resume: the weights come from the checkpoint");
+  }
+  if (a.has("--preset") && a.preset != m.preset) {
+    throw usage_error("--preset " + a.preset + " conflicts with the checkpoint's preset " +
+                      m.preset +
+                      "; a resumed run keeps its configuration (only --steps may change)");
+  }
+  TrainConfig wanted = merged_config(a, m.train);
+  wanted.steps = m.train.steps;
+  const Json want = train_config_json(wanted), have = train_config_json(m.train);
+  for (auto it = have.begin(); it != have.end(); ++it) {
+    if (want.at(it.key()) == it.value()) continue;
+    std::string flag = "--" + it.key();
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    throw usage_error(flag + " " + want.at(it.key()).dump() + " conflicts with the checkpoint's " +
+                      it.value().dump() +
+                      "; a resumed run keeps its configuration (only --steps may change)");
+  }
+}
+
+Dataset checked_hash(Dataset d, const DataSource& src) {
+  if (d.hash != src.hash || d.kind != src.kind) {
+    throw input_error("data " + d.source +
+                      " is not the data the checkpoint was trained on (its hash differs); pass "
+                      "that data with --data or --data-tokens");
+  }
+  return d;
+}
+
+// The checkpoint's data, from where it was (or from --data/--data-tokens, if it moved).
+Dataset reload_data(const TrainArgs& a, const DataSource& src) {
+  if (a.has("--data") || a.has("--data-tokens")) return checked_hash(load_data(a), src);
+  Dataset d;
+  std::error_code ec;
+  if (src.kind == "llmc-tokens") {
+    d = load_llmc_tokens(src.path);
+  } else {
+    d = std::filesystem::is_directory(src.path, ec) ? load_fortunes(src.path)
+                                                    : load_text_file(src.path);
+  }
+  d.source = src.source;  // the name the run's trace and checkpoints know it by
+  return checked_hash(std::move(d), src);
+}
+
+RunPlan resume_plan(const TrainArgs& a) {
+  RunPlan p;
+  p.ckpt = std::make_unique<Checkpoint>(read_checkpoint(a.resume));
+  const CheckpointMeta& m = p.ckpt->meta;
+  check_resume_flags(a, m);
+  p.preset = m.preset, p.init = m.init, p.model = m.model, p.train = m.train;
+  p.start = int(m.step);
+  if (a.has("--steps")) {
+    if (a.over.steps <= m.step) {
+      throw usage_error("--steps " + std::to_string(a.over.steps) +
+                        " is not past the checkpoint's step " + std::to_string(m.step) +
+                        "; pass a larger --steps");
+    }
+    p.train.steps = a.over.steps;
+  } else if (m.step >= m.train.steps) {
+    throw usage_error("checkpoint " + p.ckpt->path + " is at step " + std::to_string(m.step) +
+                      ", the end of its run; pass --steps N (N > " + std::to_string(m.step) +
+                      ") to train further");
+  }
+  p.data = reload_data(a, m.data);
+  p.data_path =
+      a.has("--data") || a.has("--data-tokens") ? absolute_path(p.data.source) : m.data.path;
+  p.out = a.has("--out") ? a.out : std::filesystem::path(p.ckpt->path).parent_path().string();
+  if (p.out.empty()) p.out = ".";
+  p.save_every = a.has("--save-every") ? a.save_every : m.save_every;
+  p.keep = a.has("--keep") ? a.keep : m.keep;
+  return p;
+}
+
+// Saves when a step is due (every save_every steps, and at the last step this invocation takes)
+// and keeps the newest `keep`; remembers the newest good checkpoint for messages.
+class Saver {
+ public:
+  Saver(const RunPlan& p, const Dataset& d, Json run)
+      : dir_(p.out), run_(std::move(run)), last_(p.ckpt ? p.ckpt->path : "") {
+    meta_.preset = p.preset, meta_.init = p.init, meta_.model = p.model, meta_.train = p.train;
+    meta_.data = {d.kind, d.source, p.data_path, d.hash};
+    meta_.save_every = p.save_every, meta_.keep = p.keep;
+  }
+  bool due(int step, int stop) const {
+    return !dir_.empty() &&
+           ((meta_.save_every > 0 && step % meta_.save_every == 0) || step == stop);
+  }
+  std::string save(Trainer& t, int step) {
+    meta_.step = step, meta_.updates = t.updates();
+    last_ = save_checkpoint(dir_, meta_, run_, t.model(), t.optimizer());
+    prune_checkpoints(dir_, meta_.keep);
+    return last_;
+  }
+  const std::string& last() const { return last_; }
+
+ private:
+  std::string dir_;
+  Json run_;
+  CheckpointMeta meta_;
+  std::string last_;
+};
+
+// Writes each trace line, and keeps the step and val lines for --plot.
+struct RunLog {
+  TraceWriter* trace;
+  Trace lines;
+  void write(const Json& j) {
+    trace->write(j);
+    if (j.at("type") == "step") lines.steps.push_back(j);
+    if (j.at("type") == "val") lines.vals.push_back(j);
+  }
+};
+
+Json step_line(const StepResult& r) {
+  Json j = {{"type", "step"},
+            {"step", r.step},
+            {"loss", json_float(r.loss)},
+            {"lr", json_float(r.lr)},
+            {"grad_norm", json_float(r.grad_norm)},
+            {"clip", json_float(r.clip)},
+            {"ms", std::round(r.ms * 1000.0) / 1000.0}};
+  if (r.skipped) j["skipped"] = true;
+  return j;
+}
+
+// A step whose loss was not finite was not applied: stop (the default), or go on.
+void handle_nonfinite(const StepResult& r, bool skip, const Saver& saver, Progress& progress) {
+  const std::string what = std::string("loss is ") + (std::isnan(r.loss) ? "NaN" : "infinite") +
+                           " at step " + std::to_string(r.step);
+  if (skip) {
+    progress.line(what + ": its update was skipped (--skip-nonfinite)");
+    return;
+  }
+  throw input_error(what + ", so its update was not applied; lower --lr or check the data" +
+                    (saver.last().empty() ? std::string()
+                                          : "; the last checkpoint " + saver.last() +
+                                                " is intact and resumes the run") +
+                    "; --skip-nonfinite skips such steps instead");
+}
+
+struct LoopPlan {
+  int start, stop;
+  bool skip_nonfinite;
+};
+
+// The steps start+1 .. stop, with validation at step 0, every val_every steps and at the end,
+// each traced, and checkpoints as the Saver says.
+void train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan) {
+  const TrainConfig& train = trainer.train_config();
+  Progress progress(plan.start, plan.stop, train.steps, train.batch * train.seq);
   auto validate_at = [&](int step) {
     const float val = trainer.validate();
     char buf[96];
     std::snprintf(buf, sizeof buf, "val  step %d | val loss %.4f", step, val);
     progress.line(buf);
-    trace.write({{"type", "val"}, {"step", step}, {"val_loss", json_float(val)}});
+    log.write({{"type", "val"}, {"step", step}, {"val_loss", json_float(val)}});
   };
-  validate_at(0);
-  for (int k = 0; k < train.steps; ++k) {
+  if (plan.start == 0) validate_at(0);
+  int skipped = 0;
+  for (int k = plan.start; k < plan.stop; ++k) {
     const StepResult r = trainer.step(k);
     progress.step(r);
-    trace.write({{"type", "step"},
-                 {"step", r.step},
-                 {"loss", json_float(r.loss)},
-                 {"lr", json_float(r.lr)},
-                 {"grad_norm", json_float(r.grad_norm)},
-                 {"clip", json_float(r.clip)},
-                 {"ms", std::round(r.ms * 1000.0) / 1000.0}});
-    if (!std::isfinite(r.loss)) {
-      throw input_error("loss is not finite at step " + std::to_string(r.step) +
-                        "; lower --lr or check the data");
-    }
+    log.write(step_line(r));
+    if (r.skipped) handle_nonfinite(r, plan.skip_nonfinite, saver, progress), ++skipped;
     const bool last = r.step == train.steps;
     if (last || (train.val_every > 0 && r.step % train.val_every == 0)) validate_at(r.step);
+    if (saver.due(r.step, plan.stop)) progress.line("checkpoint " + saver.save(trainer, r.step));
   }
   progress.finish();
-  std::printf("done: %d steps in %s\n", train.steps, duration(progress.total_seconds()).c_str());
+  std::printf(
+      "done: steps %d..%d in %s%s\n", plan.start + 1, plan.stop,
+      duration(progress.total_seconds()).c_str(),
+      skipped ? (", " + std::to_string(skipped) + " skipped (loss not finite)").c_str() : "");
+}
+
+// The sample that ends a run: 256 tokens after a newline (an llm.c model: <|endoftext|>).
+void print_sample(Trainer& trainer) {
+  const bool bytes = trainer.data().kind == "text";
+  const int32_t prompt = bytes ? int32_t('\n') : int32_t(trainer.model().config().vocab - 1);
+  std::printf("\nsample:\n%s", bytes ? "" : "(token ids; reftrain has no GPT-2 tokenizer)");
+  try {
+    trainer.sample({prompt}, {256, 1.0f, 0, trainer.train_config().seed}, token_printer(bytes));
+  } catch (const UserError& e) {
+    std::printf("(none: %s)", e.what());
+  }
+  std::printf("\n");
+}
+
+// The trace file: a fresh one starts with the run line; a resumed run's continues the trace it
+// was written to (continued_trace), then says where it resumed.
+std::vector<Json> trace_head(const std::string& path, const Json& run, const RunPlan& p) {
+  if (!p.ckpt) return {run};
+  std::vector<Json> head = continued_trace(path, run, p.start);
+  if (head.empty()) head.push_back(run);
+  head.push_back({{"type", "resume"}, {"step", p.start}, {"checkpoint", p.ckpt->path}});
+  return head;
+}
+
+void write_plot(const TrainArgs& a, const RunPlan& p, const Trace& lines) {
+  if (a.plot.empty()) return;
+  const std::string label = a.trace.empty() ? "run" : trace_label(a.trace);
+  write_text_file(a.plot,
+                  loss_plot_svg({{label, &lines}}, "loss of " + p.preset + " (" +
+                                                       precision_name(p.train.precision) + ", " +
+                                                       optimizer_name(p.train.optimizer) + ")"));
+  std::printf("plot: %s\n", a.plot.c_str());
+}
+
+// Weights and optimizer state: from the checkpoint, an llm.c file, or the seed.
+void initialise(Trainer& trainer, RunPlan& p, const TrainArgs& a) {
+  if (p.ckpt) {
+    restore_model(*p.ckpt, trainer.model());
+    restore_optimizer(*p.ckpt, trainer.optimizer());
+    trainer.set_updates(p.ckpt->meta.updates);
+    p.ckpt->file.tensors.clear();  // now in the trainer's buffers
+  } else if (!a.init_from.empty()) {
+    load_llmc_weights(a.init_from, p.model, trainer.model().layout(), trainer.model().weights());
+    trainer.model().refresh_mirror();
+  }
 }
 
 int run_train(const TrainArgs& a) {
-  const Preset& preset = find_preset(a.preset);
-  ModelConfig model = preset.model;
-  TrainConfig train = merged_config(a, preset.train);
-  if (!a.init_from.empty()) model = read_llmc_config(a.init_from);
-  validate(model, train);
+  require_names(a);
+  RunPlan p = a.resume.empty() ? fresh_plan(a) : resume_plan(a);
   if (a.threads > 0) omp_set_num_threads(a.threads);
+  if (a.has("--stop-after") && a.stop_after <= p.start) {
+    throw usage_error("--stop-after " + std::to_string(a.stop_after) +
+                      " is not past the run's step " + std::to_string(p.start));
+  }
+  p.stop = a.has("--stop-after") ? std::min(a.stop_after, p.train.steps) : p.train.steps;
+  if (!p.out.empty()) prepare_checkpoint_dir(p.out, p.start);
 
-  Dataset data = load_data(a);
   // Memory from here on is the model's: reset the peak so loading's transients do not count.
   reset_peak_resident();
   const size_t baseline = resident_bytes();
-  Trainer trainer(model, train, std::move(data));
-  std::string init = "normal(0.02) from seed " + std::to_string(train.seed);
-  if (!a.init_from.empty()) {
-    load_llmc_weights(a.init_from, model, trainer.model().layout(), trainer.model().weights());
-    trainer.model().refresh_mirror();
-    init = "llm.c checkpoint " + a.init_from;
+  Trainer trainer(p.model, p.train, std::move(p.data));
+  initialise(trainer, p, a);
+  const Json run = trainer.describe(p.preset, p.init);
+  const std::vector<Json> head =
+      a.trace.empty() ? std::vector<Json>{} : trace_head(a.trace, run, p);
+  TraceWriter trace(a.trace, head);
+  RunLog log{&trace, {}};
+  for (const Json& j : head) {
+    if (j.at("type") == "step") log.lines.steps.push_back(j);
+    if (j.at("type") == "val") log.lines.vals.push_back(j);
   }
-  TraceWriter trace(a.trace);
-  trace.write(trainer.describe(preset.name, init));
-  print_banner(preset, model, train, trainer, init);
+  Saver saver(p, trainer.data(), run);
+  print_banner(find_preset(p.preset), p.model, p.train, trainer, p.init);
+  if (p.ckpt) std::printf("resumed from %s at step %d\n", p.ckpt->path.c_str(), p.start);
 
-  train_loop(trainer, trace, train);
-  const Dataset& d = trainer.data();
-  const std::vector<int32_t> prompt = {d.kind == "text" ? int32_t('\n') : int32_t(model.vocab - 1)};
-  std::printf("\nsample:\n%s\n",
-              show_sample(d, trainer.sample(prompt, 256, 1.0f, train.seed)).c_str());
-  report_memory(trace, baseline,
-                estimate_memory(model, train.batch, train.seq, train.precision, train.optimizer));
+  train_loop(trainer, log, saver, {p.start, p.stop, a.skip_nonfinite});
+  if (p.stop == p.train.steps) {
+    print_sample(trainer);
+  } else {
+    std::printf("stopped after step %d of %d; continue with: reftrain train --resume %s\n", p.stop,
+                p.train.steps, p.out.c_str());
+  }
+  write_plot(a, p, log.lines);
+  report_memory(
+      trace, baseline,
+      estimate_memory(p.model, p.train.batch, p.train.seq, p.train.precision, p.train.optimizer));
   return 0;
+}
+
+void add_checkpoint_options(CLI::App& app, TrainArgs& a) {
+  a.given["--out"] =
+      app.add_option("--out", a.out,
+                     "checkpoint directory: DIR/ckpt-<step>.safetensors (see docs/checkpoints.md)");
+  a.given["--save-every"] =
+      app.add_option("--save-every", a.save_every,
+                     "save a checkpoint every N steps (0: only at the end; needs --out)")
+          ->check(CLI::Range(0, 1 << 30));
+  a.given["--keep"] =
+      app.add_option("--keep", a.keep, "keep only the newest K checkpoints (0: all)")
+          ->check(CLI::Range(0, 1 << 30));
+  a.given["--resume"] = app.add_option(
+      "--resume", a.resume,
+      "continue a run from its checkpoint (a file, or a directory: its newest); the config comes "
+      "from the checkpoint, --steps may extend it");
+  a.given["--stop-after"] =
+      app.add_option("--stop-after", a.stop_after,
+                     "stop after this step, with a checkpoint to --resume from (the schedule "
+                     "still plans for --steps)")
+          ->check(CLI::Range(1, 1 << 30));
+  app.add_flag("--skip-nonfinite", a.skip_nonfinite,
+               "skip the update of a step whose loss is NaN or Inf instead of stopping");
+  a.given["--plot"] =
+      app.add_option("--plot", a.plot, "write an SVG plot of the loss at the end of the run");
 }
 
 }  // namespace
 
 CommandRunner add_train_command(CLI::App& app) {
   auto a = std::make_shared<TrainArgs>();
-  app.add_option("--preset", a->preset, "model and recipe (see `reftrain presets`)")
-      ->capture_default_str();
+  a->given["--preset"] =
+      app.add_option("--preset", a->preset, "model and recipe (see `reftrain presets`)")
+          ->capture_default_str();
   a->given["--data"] =
       app.add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
   a->given["--data-tokens"] =
@@ -250,7 +534,8 @@ CommandRunner add_train_command(CLI::App& app) {
           ->excludes(a->given["--data"]);
   a->given["--init-from"] =
       app.add_option("--init-from", a->init_from, "llm.c GPT-2 checkpoint (fp32, magic 20240326)");
-  app.add_option("--trace", a->trace, "write a JSONL trace of the run to this file");
+  app.add_option("--trace", a->trace,
+                 "write a JSONL trace of the run to this file (with --resume: continue it)");
   auto opt = [&](const char* name, auto& dst, const char* help) {
     a->given[name] = app.add_option(name, dst, help);
   };
@@ -280,6 +565,7 @@ CommandRunner add_train_command(CLI::App& app) {
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")
       ->check(CLI::Range(1, 4096));
+  add_checkpoint_options(app, *a);
   return [a] { return run_train(*a); };
 }
 

@@ -4,16 +4,14 @@
 
 namespace reftrain {
 
-namespace {
-// 8-bit scales: the wd range's blocks first, then the no-wd range's (each range starts a block).
-size_t scale_count(const ParamLayout& layout) {
+size_t quant_scale_count(const ParamLayout& layout) {
   return quant_blocks(layout.wd_end()) + quant_blocks(layout.total() - layout.wd_end());
 }
-}  // namespace
 
 size_t optimizer_state_bytes(Optimizer kind, const ParamLayout& layout) {
   if (kind == Optimizer::kAdamW) return 2 * layout.total() * sizeof(float);
-  return 2 * (quant_words(layout.total()) * sizeof(uint32_t) + scale_count(layout) * sizeof(float));
+  return 2 * (quant_words(layout.total()) * sizeof(uint32_t) +
+              quant_scale_count(layout) * sizeof(float));
 }
 
 OptimizerState::OptimizerState(Optimizer kind, const ParamLayout& layout)
@@ -24,8 +22,8 @@ OptimizerState::OptimizerState(Optimizer kind, const ParamLayout& layout)
   } else {
     m_codes_ = AlignedBuffer<uint32_t>(quant_words(total_));
     v_codes_ = AlignedBuffer<uint32_t>(quant_words(total_));
-    m_scales_ = AlignedBuffer<float>(scale_count(layout));
-    v_scales_ = AlignedBuffer<float>(scale_count(layout));
+    m_scales_ = AlignedBuffer<float>(quant_scale_count(layout));
+    v_scales_ = AlignedBuffer<float>(quant_scale_count(layout));
   }
 }
 

@@ -19,6 +19,9 @@ namespace reftrain {
 
 // Bytes of optimizer state per mega-buffer slot, and in total for a layout.
 size_t optimizer_state_bytes(Optimizer kind, const ParamLayout& layout);
+// adamw8bit: fp32 scales per moment, one per 256-element block of the wd range, then of the
+// no-wd range (each range starts a block).
+size_t quant_scale_count(const ParamLayout& layout);
 
 class OptimizerState {
  public:
@@ -28,6 +31,18 @@ class OptimizerState {
   // One step at t ≥ 1 with learning rate lr: updates the weights (and the mirror) of `model`
   // from its gradients, then leaves the gradients zeroed.
   GradStats step(Model& model, const TrainConfig& train, float lr, int t);
+
+  // The state itself, for checkpoints (core/checkpoint.h). adamw: m and v, fp32 in the layout
+  // of w. adamw8bit: m_codes and v_codes, one byte per element of w (4 per uint32, element 4i+j
+  // in byte j), and m_scales and v_scales, one per 256-element block: the wd range's blocks,
+  // then the no-wd range's. The buffers of the other kind are empty.
+  Optimizer kind() const { return kind_; }
+  AlignedBuffer<float>& m() { return m_; }
+  AlignedBuffer<float>& v() { return v_; }
+  AlignedBuffer<uint32_t>& m_codes() { return m_codes_; }
+  AlignedBuffer<uint32_t>& v_codes() { return v_codes_; }
+  AlignedBuffer<float>& m_scales() { return m_scales_; }
+  AlignedBuffer<float>& v_scales() { return v_scales_; }
 
  private:
   struct Range {

@@ -1,9 +1,13 @@
 #include "core/trace.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <tuple>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace reftrain {
@@ -18,9 +22,17 @@ double json_float(float x) {
   return std::strtod(buf, nullptr);
 }
 
-TraceWriter::TraceWriter(const std::string& path) : path_(path) {
+TraceWriter::TraceWriter(const std::string& path, const std::vector<Json>& head) : path_(path) {
   if (path.empty()) return;
-  f_ = std::fopen(path.c_str(), "w");
+  if (!head.empty()) {
+    AtomicFileWriter out(path);
+    for (const Json& line : head) {
+      const std::string s = line.dump() + "\n";
+      out.write(s.data(), s.size());
+    }
+    out.commit();
+  }
+  f_ = std::fopen(path.c_str(), head.empty() ? "w" : "a");
   if (!f_) throw input_error("cannot write trace file " + path + " (does its directory exist?)");
 }
 
@@ -89,6 +101,60 @@ Trace read_trace(const std::string& path) {
   if (in.bad()) throw input_error("reading trace " + path + " failed");
   if (t.run.is_null()) throw input_error(path + ": empty trace (no run line)");
   return t;
+}
+
+namespace {
+
+// The run line without what may change between a run and its resumption.
+Json comparable_run(Json run) {
+  for (const char* key : {"version", "build", "simd"}) run.erase(key);
+  if (run.contains("train") && run["train"].is_object()) run["train"].erase("steps");
+  return run;
+}
+
+long long step_of(const Json& j) {
+  return j.contains("step") && j.at("step").is_number_integer() ? j.at("step").get<long long>()
+                                                                : -1;
+}
+
+}  // namespace
+
+std::vector<Json> continued_trace(const std::string& path, const Json& run, long long step) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};
+  const Trace old = read_trace(path);
+  const Json a = comparable_run(old.run), b = comparable_run(run);
+  if (a != b) {
+    std::string key = "?";
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      if (!a.contains(it.key()) || a.at(it.key()) != it.value()) {
+        key = it.key();
+        break;
+      }
+    }
+    throw input_error("trace " + path + " is the trace of another run (its run line differs in \"" +
+                      key + "\"); give the resumed run a new --trace file");
+  }
+  if (old.steps.empty() || step_of(old.steps.back()) < step) {
+    throw input_error("trace " + path + " ends before step " + std::to_string(step) +
+                      ", the checkpoint's; give the resumed run a new --trace file");
+  }
+  // (step, rank, line): a run writes step k's line, then val k, then a resume at k.
+  std::vector<std::tuple<long long, int, const Json*>> lines;
+  for (const Json& j : old.steps) lines.emplace_back(step_of(j), 0, &j);
+  for (const Json& j : old.vals) lines.emplace_back(step_of(j), 1, &j);
+  for (const Json& j : old.other) {
+    if (j.at("type") == "resume") lines.emplace_back(step_of(j), 2, &j);
+  }
+  std::stable_sort(lines.begin(), lines.end(), [](const auto& x, const auto& y) {
+    return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) < std::get<0>(y)
+                                            : std::get<1>(x) < std::get<1>(y);
+  });
+  std::vector<Json> head = {run};
+  for (const auto& [k, rank, line] : lines) {
+    if (k >= 0 && k <= step) head.push_back(*line);
+  }
+  return head;
 }
 
 }  // namespace reftrain

@@ -21,8 +21,10 @@ double json_float(float x);
 class TraceWriter {
  public:
   TraceWriter() = default;
-  // Opens (truncates) `path`; input error when it cannot. An empty path writes nothing.
-  explicit TraceWriter(const std::string& path);
+  // Opens (truncates) `path`; input error when it cannot. An empty path writes nothing. With
+  // `head` (a resumed run's trace: the lines it continues from, see continued_trace), the file
+  // is first replaced atomically by those lines, and later lines are appended.
+  explicit TraceWriter(const std::string& path, const std::vector<Json>& head = {});
   TraceWriter(const TraceWriter&) = delete;
   TraceWriter& operator=(const TraceWriter&) = delete;
   ~TraceWriter();
@@ -49,5 +51,13 @@ struct Trace {
 // how JSON writes a NaN or infinite loss) for "loss"/"val_loss", step numbers strictly
 // increasing. A bad file is an input error "PATH:LINE: problem".
 Trace read_trace(const std::string& path);
+
+// The head of a resumed run's trace: `run` (its run line), then the step, val and resume lines
+// of the trace at `path` up to step `step` (the checkpoint's), in the order a run writes them;
+// what came after the checkpoint (steps a killed run took past it, its memory line) is dropped.
+// Empty when `path` does not exist. An input error when the file's run line describes another
+// run (they may differ only in "version", "build", "simd" and train.steps, which a resume may
+// extend) or when the file stops before `step`.
+std::vector<Json> continued_trace(const std::string& path, const Json& run, long long step);
 
 }  // namespace reftrain

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <stdexcept>
 
 #include "core/error.h"
 #include "simd/simd.h"
@@ -55,14 +54,16 @@ StepResult Trainer::step(int k) {
   const int B = train_.batch, T = train_.seq;
   train_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
   const float loss = model_->forward(inputs_.data(), targets_.data(), B, T);
-  model_->backward();
-
   const float lr = learning_rate(schedule_, k);
-  const GradStats stats = optimizer_.step(*model_, train_, lr, k + 1);
-
+  StepResult r{k + 1, loss, lr, std::nanf(""), std::nanf(""), 0.0, !std::isfinite(loss)};
+  if (!r.skipped) {
+    model_->backward();
+    const GradStats stats = optimizer_.step(*model_, train_, lr, int(++updates_));
+    r.grad_norm = stats.grad_norm, r.clip = stats.clip;
+  }
   const auto t1 = std::chrono::steady_clock::now();
-  const double ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  return {k + 1, loss, lr, stats.grad_norm, stats.clip, ms};
+  r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  return r;
 }
 
 namespace {
@@ -148,34 +149,10 @@ float Trainer::validate() {
   return static_cast<float>(sum / n);
 }
 
-std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt, int n, float temperature,
-                                     uint64_t seed) {
-  if (prompt.empty()) throw std::invalid_argument("Trainer::sample needs a prompt");
-  const CounterRng rng(seed, RngStream::kSample);
-  const int V = model_->config().vocab, Vp = model_->config().padded_vocab;
-  std::vector<int32_t> tokens = prompt;
-  std::vector<double> probs(static_cast<size_t>(V));
-  for (int i = 0; i < n; ++i) {
-    const int T = std::min<int>(int(tokens.size()), train_.seq);
-    model_->forward(tokens.data() + tokens.size() - size_t(T), nullptr, 1, T);
-    const float* z = model_->logits() + size_t(T - 1) * Vp;
-    double maxz = z[0], sum = 0.0;
-    for (int j = 1; j < V; ++j) maxz = std::max<double>(maxz, z[j]);
-    for (int j = 0; j < V; ++j) sum += probs[j] = std::exp((z[j] - maxz) / temperature);
-    // Inverse CDF: the first token whose cumulative probability passes u.
-    const double u = rng.uniform(uint64_t(i)) * sum;
-    int next = V - 1;
-    double cdf = 0.0;
-    for (int j = 0; j < V; ++j) {
-      cdf += probs[j];
-      if (u < cdf) {
-        next = j;
-        break;
-      }
-    }
-    tokens.push_back(next);
-  }
-  return std::vector<int32_t>(tokens.begin() + std::ptrdiff_t(prompt.size()), tokens.end());
+std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt,
+                                     const SampleOptions& options,
+                                     const std::function<void(int32_t)>& on_token) {
+  return sample_tokens(*model_, train_.seq, prompt, options, on_token);
 }
 
 }  // namespace reftrain

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/data.h"
 #include "core/model.h"
 #include "core/optimizer.h"
+#include "core/sample.h"
 #include "core/trace.h"
 #include "optim/schedule.h"
 
@@ -24,7 +26,8 @@ struct StepResult {
   float lr;
   float grad_norm;  // before clipping
   float clip;
-  double ms;  // wall time of the whole step
+  double ms;             // wall time of the whole step
+  bool skipped = false;  // the loss was not finite: no backward, no update (grad_norm, clip NaN)
 };
 
 // Bytes a run needs: w, g, m, v (4 fp32 per parameter slot) plus the activation arena.
@@ -47,18 +50,26 @@ class Trainer {
   const Dataset& data() const { return data_; }
   const TrainConfig& train_config() const { return train_; }
 
+  OptimizerState& optimizer() { return optimizer_; }
+  const OptimizerState& optimizer() const { return optimizer_; }
+  // AdamW updates applied so far: the next one runs at t = updates() + 1. Equal to the steps
+  // taken unless steps were skipped; a resumed run sets it from its checkpoint.
+  int64_t updates() const { return updates_; }
+  void set_updates(int64_t n) { updates_ = n; }
+
   // Step k (0-based): batch k, forward, backward, global-norm clip, AdamW on the wd and no-wd
-  // ranges at t = k + 1 with lr from the schedule.
+  // ranges at t = updates() + 1 with lr from the schedule. A loss that is not finite skips the
+  // backward and the update (the result says `skipped`); the caller decides whether to stop.
   StepResult step(int k);
   // The trace's first line: preset, every model and training value, seed, data source and hash,
   // optimizer, init, build flags, version.
   Json describe(const std::string& preset, const std::string& init) const;
   // Mean loss over train.val_batches fixed batches of the val split (the same every call).
   float validate();
-  // n tokens sampled from the model after `prompt` (token ids), temperature-scaled softmax,
-  // one CounterRng(seed, kSample) draw per token.
-  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, int n, float temperature,
-                              uint64_t seed);
+  // Tokens sampled from the model after `prompt` (token ids) as core/sample.h describes
+  // (temperature, top-k, one CounterRng(seed, kSample) draw per token), with a window of T.
+  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, const SampleOptions& options,
+                              const std::function<void(int32_t)>& on_token = {});
 
  private:
   TrainConfig train_;
@@ -68,6 +79,7 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;
   BatchSampler train_batches_, val_batches_;
   LrSchedule schedule_;
+  int64_t updates_ = 0;
 };
 
 }  // namespace reftrain

@@ -1,0 +1,50 @@
+// `reftrain plot`: training and validation loss of one or more traces, overlaid in one SVG.
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "core/error.h"
+#include "core/plot.h"
+#include "core/trace.h"
+
+namespace reftrain {
+
+namespace {
+
+struct PlotArgs {
+  std::vector<std::string> traces;
+  std::string out, title = "training and validation loss";
+};
+
+int run_plot(const PlotArgs& a) {
+  if (a.out.empty()) throw usage_error("--out needs a file name");
+  std::vector<Trace> traces;
+  for (const std::string& path : a.traces) traces.push_back(read_trace(path));
+  // Legend names: the file names, or the paths where two files share a name.
+  std::multiset<std::string> names;
+  for (const std::string& path : a.traces) names.insert(trace_label(path));
+  std::vector<PlotRun> runs;
+  for (size_t i = 0; i < traces.size(); ++i) {
+    const std::string label = trace_label(a.traces[i]);
+    runs.push_back({names.count(label) > 1 ? a.traces[i] : label, &traces[i]});
+  }
+  write_text_file(a.out, loss_plot_svg(runs, a.title));
+  std::printf("wrote %s: %zu run%s\n", a.out.c_str(), runs.size(), runs.size() == 1 ? "" : "s");
+  return 0;
+}
+
+}  // namespace
+
+CommandRunner add_plot_command(CLI::App& app) {
+  auto a = std::make_shared<PlotArgs>();
+  app.add_option("traces", a->traces, "JSONL traces written by `reftrain train --trace`")
+      ->required();
+  app.add_option("--out", a->out, "the SVG file to write")->required();
+  app.add_option("--title", a->title, "the plot's title")->capture_default_str();
+  return [a] { return run_plot(*a); };
+}
+
+}  // namespace reftrain
