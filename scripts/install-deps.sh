@@ -9,6 +9,7 @@ packages=(
   libeigen3-dev libxsimd-dev libcli11-dev nlohmann-json3-dev
   libomp-dev libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-torch python3-numpy
+  librsvg2-bin util-linux  # tests: rsvg-convert renders loss plots; unshare/mount, fault tests
   fortunes
 )
 

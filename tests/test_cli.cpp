@@ -12,95 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "tests/cli_util.h"
 #include "tests/test_util.h"
 
 namespace reftrain::testing {
 namespace {
-
-using nlohmann::json;
-
-struct SplitResult {
-  int exit_code;    // as run_command: -1 when the shell did not exit normally
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-// `reftrain ARGS` with stdout and stderr captured apart. The command runs inside a { ...; }
-// group, so the shell does not exec it and a crash shows as exit code 128 + signal.
-SplitResult run_split(const std::string& args) {
-  TempDir dir;
-  const std::string err_path = dir.file("stderr");
-  const CommandResult r =
-      run_command("{ " + std::string(REFTRAIN_BIN) + " " + args + " 2>" + err_path + "; }");
-  return {r.exit_code, r.output, read_file(err_path)};
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
-std::vector<std::string> non_empty_lines(const std::string& text) {
-  std::vector<std::string> out;
-  for (const std::string& l : split_lines(text)) {
-    if (!l.empty()) out.push_back(l);
-  }
-  return out;
-}
-
-// A user error: exit code `code` (never a signal), and stderr holds exactly one message line
-// "error: ..." containing `substring` (no stack trace, no "terminate called", no second error).
-void expect_user_error(const std::string& args, int code, const std::string& substring) {
-  SCOPED_TRACE("reftrain " + args);
-  const SplitResult r = run_split(args);
-  EXPECT_EQ(r.exit_code, code) << "stderr: " << r.err;
-  const std::vector<std::string> lines = non_empty_lines(r.err);
-  ASSERT_EQ(lines.size(), 1u) << "stderr should be one line, got:\n" << r.err;
-  EXPECT_EQ(lines[0].rfind("error: ", 0), 0u) << lines[0];
-  EXPECT_NE(lines[0].find(substring), std::string::npos)
-      << "message '" << lines[0] << "' lacks '" << substring << "'";
-}
-
-// ~50 KB of simple English: a handful of sentences in an order drawn from a fixed-seed LCG
-// (not std:: distributions, so the text is the same on every platform).
-std::string learnable_text() {
-  const char* sentences[] = {
-      "the cat sat on the mat.\n", "a dog ran in the park.\n",     "the sun is hot today.\n",
-      "we like to read books.\n",  "birds sing in the morning.\n", "she drinks tea with milk.\n",
-  };
-  const uint64_t n = sizeof(sentences) / sizeof(sentences[0]);
-  uint64_t x = 20240520;
-  std::string text;
-  while (text.size() < 50000) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    text += sentences[(x >> 33) % n];
-  }
-  return text;
-}
-
-std::vector<json> read_trace(const std::string& path) {
-  std::vector<json> lines;
-  for (const std::string& l : split_lines(read_file(path))) lines.push_back(json::parse(l));
-  return lines;
-}
-
-// llm.c's 256-int32 little-endian header followed by `tail`.
-std::string llmc_header(const std::vector<int32_t>& values, const std::string& tail = "") {
-  std::string h(256 * 4, '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint32_t v = uint32_t(values[i]);
-    for (int b = 0; b < 4; ++b) h[4 * i + b] = char((v >> (8 * b)) & 0xff);
-  }
-  return h + tail;
-}
-
-std::string uint16_le(const std::vector<uint16_t>& tokens) {
-  std::string s;
-  for (uint16_t t : tokens) s += char(t & 0xff), s += char(t >> 8);
-  return s;
-}
 
 // The tiny preset's shape as an llm.c checkpoint header: maxT 32, V 256, L 2, NH 2, C 32, Vp 256.
 std::vector<int32_t> tiny_checkpoint_header(int32_t magic, int32_t version) {
@@ -332,29 +248,6 @@ TEST(CliHelp, PresetsListsEveryPreset) {
 }
 
 // --- determinism ------------------------------------------------------------------------------
-
-// The trace without what measures the machine rather than the computation: the wall time ("ms")
-// of step lines and the final memory line.
-std::vector<json> trace_without_ms(const std::string& path) {
-  std::vector<json> lines;
-  for (json& j : read_trace(path)) {
-    if (j.value("type", "") == "memory") continue;
-    if (j.value("type", "") == "step") {
-      EXPECT_TRUE(j.contains("ms")) << j.dump();
-      j.erase("ms");
-    }
-    lines.push_back(j);
-  }
-  return lines;
-}
-
-void expect_same_trace(const std::string& a, const std::string& b) {
-  const std::vector<json> ta = trace_without_ms(a), tb = trace_without_ms(b);
-  ASSERT_EQ(ta.size(), tb.size());
-  for (size_t i = 0; i < ta.size(); ++i) {
-    EXPECT_EQ(ta[i], tb[i]) << "line " << i + 1 << ":\n" << ta[i].dump() << "\n" << tb[i].dump();
-  }
-}
 
 TEST_F(CliTest, TraceIsIdenticalAcrossThreadCounts) {
   std::vector<std::string> traces;
