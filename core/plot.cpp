@@ -42,7 +42,7 @@ struct Range {
   bool empty() const { return !(lo <= hi); }
 };
 
-// Ticks at 1, 2 or 5 times a power of ten, about `target` of them over [lo, hi].
+// Ticks at 1, 2 or 5 times a power of ten, about `target` of them over [lo, hi] (hi > lo).
 std::vector<double> nice_ticks(double lo, double hi, int target, double* step_out) {
   const double raw = (hi - lo) / target;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
@@ -52,7 +52,10 @@ std::vector<double> nice_ticks(double lo, double hi, int target, double* step_ou
     if (step >= raw) break;
   }
   std::vector<double> ticks;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) {
+  const double first = std::ceil(lo / step);
+  for (int i = 0; i <= 2 * target + 2; ++i) {  // bounded: never more than ~2·target ticks
+    const double t = (first + i) * step;
+    if (t > hi + step * 1e-9) break;
     ticks.push_back(std::fabs(t) < step * 1e-9 ? 0.0 : t);
   }
   *step_out = step;
@@ -66,9 +69,15 @@ std::string tick_label(double value, double step) {
   return buf;
 }
 
+// Text for XML 1.0: the five special characters escaped, control characters (not allowed in
+// XML) shown as '?'.
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') {
+      out += '?';
+      continue;
+    }
     switch (c) {
       case '&':
         out += "&amp;";
@@ -208,7 +217,8 @@ std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& t
   }
   if (y.empty()) throw input_error("nothing to plot: the traces hold no finite loss");
   if (x.hi <= x.lo) x.hi = x.lo + 1;
-  const double pad = y.hi > y.lo ? 0.05 * (y.hi - y.lo) : 0.5;
+  // A flat curve gets a band around it wide enough to stay distinct in double.
+  const double pad = y.hi > y.lo ? 0.05 * (y.hi - y.lo) : std::max(0.5, 0.05 * std::fabs(y.hi));
   y.lo -= pad, y.hi += pad;
   size_t longest = 0;
   for (const PlotRun& r : runs) longest = std::max(longest, r.label.size());

@@ -4,16 +4,12 @@
 // temporary file and its rename, and at random moments of a run that saves every step), and a
 // loss that turns NaN. After each, the last good checkpoint loads and the resumed run's trace is
 // the trace of the run that never failed.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,69 +31,11 @@ std::vector<std::string> files_in(const std::string& dir) {
   return names;
 }
 
-// `reftrain ARGS` started in the background through /bin/sh (which execs it, so the pid is
-// reftrain's), stdout and stderr to files; optionally with an environment prefix and a
-// file-size limit (RLIMIT_FSIZE, bytes).
-class Background {
- public:
-  Background(const std::string& args, const std::string& out, const std::string& err,
-             const std::string& env = "", rlim_t file_size_limit = 0) {
-    const std::string cmd =
-        "exec " + env + " " + REFTRAIN_BIN + " " + args + " >" + out + " 2>" + err;
-    pid_ = fork();
-    if (pid_ == 0) {
-      if (file_size_limit > 0) {
-        const rlimit limit{file_size_limit, file_size_limit};
-        setrlimit(RLIMIT_FSIZE, &limit);
-      }
-      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~Background() {
-    if (pid_ > 0 && !done_) kill(), wait();
-  }
-  // A process already reaped is not signalled: its pid may belong to another one by now.
-  void kill() {
-    if (!done_) ::kill(pid_, SIGKILL);
-  }
-  // The exit code, or 128 + the signal that ended it.
-  int wait() {
-    if (!done_) reap(0);
-    return exit_;
-  }
-  bool running() {
-    if (!done_) reap(WNOHANG);
-    return !done_;
-  }
-
- private:
-  void reap(int options) {
-    int status = 0;
-    if (waitpid(pid_, &status, options) != pid_) return;
-    done_ = true;
-    exit_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  pid_t pid_ = -1;
-  bool done_ = false;
-  int exit_ = -1;
-};
-
 // The step of the newest checkpoint in `dir`, 0 when there is none.
 int newest_step(const std::string& dir) {
   if (!fs::exists(dir)) return 0;
   const auto all = list_checkpoints(dir);
   return all.empty() ? 0 : int(all.back().first);
-}
-
-// Polls `ready` every 5 ms for up to `seconds`.
-bool wait_for(const std::function<bool()>& ready, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (ready()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return ready();
 }
 
 // Whether this process may mount in a private mount namespace (root in CI containers often may

@@ -149,6 +149,17 @@ TEST_F(SampleCommand, TopKOneIsGreedy) {
   EXPECT_NE(run_split(args + "--seed 3").out, greedy.out);  // not vacuous
 }
 
+// Tokens are written as they are drawn: the first bytes arrive while the process is still
+// generating (a 4 KiB stdio buffer would hold back the first 4096 one-byte tokens).
+TEST_F(SampleCommand, StreamsTokensAsTheyAreDrawn) {
+  const std::string out = dir_->file("stream.txt");
+  Background b("sample --ckpt " + ckpt() + " --tokens 1000000 --threads 1", out,
+               dir_->file("stream.err"));
+  ASSERT_TRUE(wait_for([&] { return read_file(out).size() >= 20 || !b.running(); }, 300));
+  EXPECT_TRUE(b.running()) << "exit " << b.wait() << ": " << read_file(dir_->file("stream.err"));
+  EXPECT_LT(read_file(out).size(), 4096u);
+}
+
 TEST_F(SampleCommand, BadFlags) {
   expect_user_error("sample --ckpt " + ckpt() + " --temperature -1", 2, "--temperature");
   expect_user_error("sample --ckpt " + ckpt() + " --top-k -2", 2, "--top-k");
