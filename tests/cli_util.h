@@ -9,8 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -113,6 +115,27 @@ inline void expect_same_trace(const std::string& a, const std::string& b) {
   for (size_t i = 0; i < ta.size(); ++i) {
     EXPECT_EQ(ta[i], tb[i]) << "line " << i + 1 << ":\n" << ta[i].dump() << "\n" << tb[i].dump();
   }
+}
+
+// A test with a fresh directory holding learnable_text() as text.txt (text_), for --data.
+class LearnableTextTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    text_ = dir_.file("text.txt");
+    write_file(text_, learnable_text());
+  }
+  TempDir dir_;
+  std::string text_;
+};
+
+// Every file name in `dir`, sorted; hidden ones too, so a stray temporary file shows.
+inline std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 // llm.c's 256-int32 little-endian header followed by `tail`.

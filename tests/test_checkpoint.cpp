@@ -24,33 +24,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Every file name in `dir`, sorted (hidden ones too, so stray .tmp files show).
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 std::vector<std::string> ckpt_names(std::initializer_list<int> steps) {
   std::vector<std::string> names;
   for (int s : steps) names.push_back(checkpoint_file_name(s));
   return names;
 }
 
-class CheckpointTest : public ::testing::Test {
+class CheckpointTest : public LearnableTextTest {
  protected:
-  void SetUp() override {
-    text_ = dir_.file("text.txt");
-    write_file(text_, learnable_text());
-  }
   // `reftrain train --preset tiny --data TEXT ARGS`, which must succeed.
   void train(const std::string& args) {
     const CommandResult r = run_reftrain("train --preset tiny --data " + text_ + " " + args);
     ASSERT_EQ(r.exit_code, 0) << args << "\n" << r.output;
   }
-  TempDir dir_;
-  std::string text_;
 };
 
 // --- exact resume ------------------------------------------------------------------------------

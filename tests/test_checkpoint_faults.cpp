@@ -24,13 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 // The step of the newest checkpoint in `dir`, 0 when there is none.
 int newest_step(const std::string& dir) {
   if (!fs::exists(dir)) return 0;
@@ -46,12 +39,8 @@ bool can_mount(const std::string& dir) {
          0;
 }
 
-class FaultTest : public ::testing::Test {
+class FaultTest : public LearnableTextTest {
  protected:
-  void SetUp() override {
-    text_ = dir_.file("text.txt");
-    write_file(text_, learnable_text());
-  }
   std::string run(int steps) const {
     return "train --preset tiny --data " + text_ + " --steps " + std::to_string(steps) +
            " --val-every 4";
@@ -69,8 +58,6 @@ class FaultTest : public ::testing::Test {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     expect_same_trace(reference, trace);
   }
-  TempDir dir_;
-  std::string text_;
 };
 
 // --- an out directory that cannot be written ----------------------------------------------------

@@ -27,15 +27,7 @@ size_t tiny_checkpoint_floats() {
   return 256 * C + 32 * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
-class CliTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    text_ = dir_.file("text.txt");
-    write_file(text_, learnable_text());
-  }
-  TempDir dir_;
-  std::string text_;
-};
+using CliTest = LearnableTextTest;
 
 // --- bad input --------------------------------------------------------------------------------
 

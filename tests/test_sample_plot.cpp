@@ -226,12 +226,8 @@ void expect_renders(const std::string& svg, const std::string& png) {
   EXPECT_EQ(read_file(png).substr(0, 4), "\x89PNG");
 }
 
-class PlotTest : public ::testing::Test {
+class PlotTest : public LearnableTextTest {
  protected:
-  void SetUp() override {
-    text_ = dir_.file("text.txt");
-    write_file(text_, learnable_text());
-  }
   std::string trace(const std::string& name, const std::string& args) {
     const std::string path = dir_.file(name + ".jsonl");
     const CommandResult r = run_reftrain("train --preset tiny --steps 12 --val-every 4 --data " +
@@ -239,8 +235,6 @@ class PlotTest : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return path;
   }
-  TempDir dir_;
-  std::string text_;
 };
 
 TEST_F(PlotTest, OverlaysRunsWithLegendAxesAndTitle) {
