@@ -61,15 +61,15 @@ class Fields {
   Fields(Json j, std::string where) : j_(std::move(j)), where_(std::move(where)) {
     if (!j_.is_object()) throw std::runtime_error(where_ + " is not a JSON object");
   }
+  // An integer in [lo, hi] (0 <= hi). JSON's non-negative integers parse as unsigned.
   int64_t integer(const char* key, int64_t lo, int64_t hi) const {
     const Json& v = at(key);
     if (!v.is_number_integer()) bad(key, "an integer");
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi) : v.get<int64_t>() > hi) {
-      bad(key, "at most " + std::to_string(hi));
-    }
-    if (!v.is_number_unsigned() && v.get<int64_t>() < lo)
-      bad(key, "at least " + std::to_string(lo));
-    return v.get<int64_t>();
+    const bool negative = !v.is_number_unsigned() && v.get<int64_t>() < 0;
+    if (!negative && v.get<uint64_t>() > uint64_t(hi)) bad(key, "at most " + std::to_string(hi));
+    const int64_t x = v.get<int64_t>();
+    if (x < lo) bad(key, "at least " + std::to_string(lo));
+    return x;
   }
   uint64_t unsigned64(const char* key) const {
     const Json& v = at(key);

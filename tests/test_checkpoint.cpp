@@ -249,6 +249,10 @@ TEST_F(CorruptCheckpoint, MetadataIsValidated) {
   expect_rejected(with_config("train", "lr", nullptr), "config.train lacks \"lr\"");
   expect_rejected(with_config("train", "lr", "fast"), "config.train.lr must be a finite number");
   expect_rejected(with_config("model", "layers", 100000), "config.model.layers must be at most");
+  expect_rejected(with_config("model", "layers", 0), "config.model.layers must be at least 1");
+  expect_rejected(with_config("model", "heads", 0), "config.model.heads must be at least 1");
+  expect_rejected(with_config("train", "batch", -3), "config.train.batch must be at least 1");
+  expect_rejected(with_config("train", "seed", -3), "config.train.seed must be an integer >= 0");
   expect_rejected(with_config("model", "arch", "rnn"), "config.model.arch must be one of");
   // A config that disagrees with the tensors: two layers' weights, three layers claimed.
   expect_rejected(with_config("model", "layers", 3), "no tensor named 'transformer.h.2.");
