@@ -70,7 +70,11 @@ int run_sample(const SampleArgs& a) {
     std::printf("%d", int(prompt[0]));
   }
   std::fflush(stdout);
-  sample_tokens(*model, t.seq, prompt, options, token_printer(bytes));
+  try {
+    sample_tokens(*model, t.seq, prompt, options, token_printer(bytes));
+  } catch (const UserError& e) {
+    throw input_error(c.path + ": " + e.what());
+  }
   std::printf("\n");
   return 0;
 }

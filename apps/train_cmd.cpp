@@ -163,13 +163,13 @@ void report_memory(TraceWriter& trace, size_t baseline, const MemoryEstimate& es
                {"estimate_bytes", est.total()}});
 }
 
-void print_banner(const Preset& preset, const ModelConfig& model, const TrainConfig& train,
+void print_banner(const std::string& preset, const ModelConfig& model, const TrainConfig& train,
                   Trainer& trainer, const std::string& init) {
   const Dataset& d = trainer.data();
   std::printf(
       "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d | %d steps | "
       "%d threads\n",
-      REFTRAIN_VERSION, preset.name.c_str(), arch_name(model.arch), model.layers, model.heads,
+      REFTRAIN_VERSION, preset.c_str(), arch_name(model.arch), model.layers, model.heads,
       model.channels, trainer.model().layout().num_params() / 1e6, precision_name(train.precision),
       train.batch, train.seq, train.steps, omp_get_max_threads());
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
@@ -477,7 +477,7 @@ int run_train(const TrainArgs& a) {
     if (j.at("type") == "val") log.lines.vals.push_back(j);
   }
   Saver saver(p, trainer.data(), run);
-  print_banner(find_preset(p.preset), p.model, p.train, trainer, p.init);
+  print_banner(p.preset, p.model, p.train, trainer, p.init);
   if (p.ckpt) std::printf("resumed from %s at step %d\n", p.ckpt->path.c_str(), p.start);
 
   train_loop(trainer, log, saver, {p.start, p.stop, a.skip_nonfinite});
