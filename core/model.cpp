@@ -8,15 +8,19 @@
 #include "core/gpt2.h"
 #include "core/llama.h"
 #include "core/rng.h"
+#include "ops/attention.h"
+#include "ops/attention_fused.h"
 #include "ops/linear.h"
 #include "ops/loss.h"
 
 namespace reftrain {
 
-Model::Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss)
+Model::Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss,
+             AttentionKind attention)
     : cfg_(cfg),
       layout_(std::move(layout)),
       precision_(precision),
+      attention_(attention),
       z_loss_(z_loss),
       w_(layout_.total()),
       g_(layout_.total()),
@@ -66,6 +70,23 @@ void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, con
   linear_backward(dinp, dw, db, dout, inp, w, N, K, O);
 }
 
+void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T) const {
+  if (attention_ == AttentionKind::kFused) {
+    attention_forward_fused(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
+  } else {
+    attention_forward(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
+  }
+}
+
+void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv,
+                          const float* out, const float* att, int B, int T) const {
+  if (attention_ == AttentionKind::kFused) {
+    attention_backward_fused(dqkv, dout, qkv, out, att, B, T, cfg_.channels, cfg_.heads);
+  } else {
+    attention_backward(dqkv, dp, dout, qkv, att, B, T, cfg_.channels, cfg_.heads);
+  }
+}
+
 float Model::mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                        int N) const {
   crossentropy_forward_backward(losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab,
@@ -79,15 +100,26 @@ ParamLayout param_layout(const ModelConfig& cfg) {
   return cfg.arch == Arch::kLlama ? llama_param_layout(cfg) : gpt2_param_layout(cfg);
 }
 
-size_t activation_floats(const ModelConfig& cfg, int B, int T) {
-  return cfg.arch == Arch::kLlama ? Llama::activation_floats(cfg, B, T)
-                                  : Gpt2::activation_floats(cfg, B, T);
+size_t attention_state_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T) {
+  const size_t rows = size_t(B) * cfg.heads * T;
+  return kind == AttentionKind::kFused ? rows : rows * T;
+}
+
+size_t attention_scratch_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T) {
+  return kind == AttentionKind::kFused ? 0 : size_t(B) * cfg.heads * T;
+}
+
+size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
+  return cfg.arch == Arch::kLlama ? Llama::activation_floats(cfg, B, T, attention)
+                                  : Gpt2::activation_floats(cfg, B, T, attention);
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, int B, int T, Precision precision,
-                                  float z_loss) {
-  if (cfg.arch == Arch::kLlama) return std::make_unique<Llama>(cfg, B, T, precision, z_loss);
-  return std::make_unique<Gpt2>(cfg, B, T, precision, z_loss);
+                                  float z_loss, AttentionKind attention) {
+  if (cfg.arch == Arch::kLlama) {
+    return std::make_unique<Llama>(cfg, B, T, precision, z_loss, attention);
+  }
+  return std::make_unique<Gpt2>(cfg, B, T, precision, z_loss, attention);
 }
 
 }  // namespace reftrain

@@ -106,10 +106,12 @@ Oracle run_mirror(const TempDir& dir, const Model& model, const std::vector<int3
 struct ParityCase {
   Arch arch;
   Precision precision;
+  AttentionKind attention = AttentionKind::kFused;
 };
 
 void PrintTo(const ParityCase& c, std::ostream* os) {
-  *os << arch_name(c.arch) << "/" << precision_name(c.precision);
+  *os << arch_name(c.arch) << "/" << precision_name(c.precision) << "/"
+      << attention_name(c.attention);
 }
 
 class TorchParity : public ::testing::TestWithParam<ParityCase> {
@@ -127,7 +129,8 @@ class TorchParity : public ::testing::TestWithParam<ParityCase> {
     return v.data() + size_t(s) * train_.batch * train_.seq;
   }
   std::unique_ptr<Model> fresh_model() const {
-    auto m = make_model(model_cfg_, train_.batch, train_.seq, train_.precision, train_.z_loss);
+    auto m = make_model(model_cfg_, train_.batch, train_.seq, train_.precision, train_.z_loss,
+                        GetParam().attention);
     m->init_weights(42);
     return m;
   }
@@ -187,15 +190,24 @@ TEST_P(TorchParity, LossGradientsAndTenAdamWSteps) {
   std::printf("10 AdamW steps: worst relative loss difference %.2e\n", worst_step);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TorchParity,
-                         ::testing::Values(ParityCase{Arch::kGpt2, Precision::kFp32},
-                                           ParityCase{Arch::kGpt2, Precision::kMixed},
-                                           ParityCase{Arch::kLlama, Precision::kFp32},
-                                           ParityCase{Arch::kLlama, Precision::kMixed}),
-                         [](const ::testing::TestParamInfo<ParityCase>& info) {
-                           return std::string(arch_name(info.param.arch)) + "_" +
-                                  precision_name(info.param.precision);
-                         });
+// The fused attention (the default) in every family and precision; the materialised reference
+// in fp32.
+INSTANTIATE_TEST_SUITE_P(
+    Families, TorchParity,
+    ::testing::Values(ParityCase{Arch::kGpt2, Precision::kFp32},
+                      ParityCase{Arch::kGpt2, Precision::kMixed},
+                      ParityCase{Arch::kLlama, Precision::kFp32},
+                      ParityCase{Arch::kLlama, Precision::kMixed},
+                      ParityCase{Arch::kGpt2, Precision::kFp32, AttentionKind::kMaterialised},
+                      ParityCase{Arch::kLlama, Precision::kFp32, AttentionKind::kMaterialised}),
+    [](const ::testing::TestParamInfo<ParityCase>& info) {
+      std::string name =
+          std::string(arch_name(info.param.arch)) + "_" + precision_name(info.param.precision);
+      if (info.param.attention != AttentionKind::kFused) {
+        name += std::string("_") + attention_name(info.param.attention);
+      }
+      return name;
+    });
 
 // RoPE alone against an HF-style rotate_half implementation (tests/torch/rope_check.py): the
 // forward and the backward (the transposed rotation), at positions up to 40 where the angles
