@@ -215,7 +215,8 @@ struct Carver {
 
 // kt, vt [hs][Tp]: channel i of key u at [i·Tp + u], so a score tile's lanes run over keys.
 // k, v, q, dout [Tp][hsp]: rows, channels zero-padded to hsp. lse, d [Tp]. The forward packs
-// kt and v; the backward all but v.
+// k, kt and v; the backward all of them (kt and vt are transposed from the packed rows, which
+// are contiguous and cache-resident, rather than from the strided qkv).
 template <typename T>
 struct Workspace {
   T *kt, *vt, *k, *v, *q, *dout, *lse, *d;
@@ -228,13 +229,13 @@ template <typename T>
 Workspace<T> carve_workspace(Carver<T>& c, const Dims& d, bool backward) {
   const size_t rows = size_t(d.Tp) * d.hsp, cols = size_t(d.hs) * d.Tp, tile = kTile * d.hsp;
   Workspace<T> w{};
-  w.kt = c.take(cols);
+  w.kt = c.take(cols), w.k = c.take(rows), w.v = c.take(rows);
   w.s = c.take(kTile * kTile);
   if (!backward) {
-    w.v = c.take(rows), w.acc = c.take(tile), w.m = c.take(kTile), w.l = c.take(kTile * kLanes);
+    w.acc = c.take(tile), w.m = c.take(kTile), w.l = c.take(kTile * kLanes);
     return w;
   }
-  w.vt = c.take(cols), w.k = c.take(rows), w.q = c.take(rows), w.dout = c.take(rows);
+  w.vt = c.take(cols), w.q = c.take(rows), w.dout = c.take(rows);
   w.lse = c.take(d.Tp), w.d = c.take(d.Tp), w.ds = c.take(kTile * kTile);
   w.dq = c.take(rows), w.dk = c.take(tile), w.dv = c.take(tile);
   return w;
@@ -264,21 +265,17 @@ void pack_rows(T* dst, const T* src, size_t ld, const Dims& d) {
   }
 }
 
-// dst[i·Tp + t] = src[t·ld + i], zero for t ≥ Tn. In blocks of 16 rows, so the rows' cache lines
-// stay in L1 while each channel's 16 values are gathered and written contiguously.
+// dst[i·Tp + t] = rows[t·hsp + i] for the packed rows (zero-padded to Tp). In blocks of 16
+// rows, so each channel's 16 values are gathered from 4 KiB in L1 and written contiguously.
 template <typename T>
-void pack_transposed(T* dst, const T* src, size_t ld, const Dims& d) {
+void pack_transposed(T* dst, const T* rows, const Dims& d) {
   constexpr int kRows = 16;
-  for (int t0 = 0; t0 < d.Tn; t0 += kRows) {
-    const int n = std::min(kRows, d.Tn - t0);
-    const T* rows = src + t0 * ld;
+  for (int t0 = 0; t0 < d.Tp; t0 += kRows) {
+    const T* block = rows + size_t(t0) * d.hsp;
     for (int i = 0; i < d.hs; ++i) {
       T* col = dst + size_t(i) * d.Tp + t0;
-      for (int j = 0; j < n; ++j) col[j] = rows[j * ld + i];
+      for (int j = 0; j < kRows; ++j) col[j] = block[j * d.hsp + i];
     }
-  }
-  for (int i = 0; i < d.hs; ++i) {
-    std::fill(dst + size_t(i) * d.Tp + d.Tn, dst + size_t(i + 1) * d.Tp, T(0));
   }
 }
 
@@ -415,8 +412,9 @@ void attention_forward_fused(T* out, T* lse, const T* qkv, int B, int Tn, int C,
       const int bh = k / d.NB, b = bh / NH, h = bh % NH;
       const HeadAt at = head_at(b, h, Tn, C, d.hs);
       if (bh != packed) {
-        pack_transposed(w.kt, qkv + at.qkv + C, at.ld3, d);
+        pack_rows(w.k, qkv + at.qkv + C, at.ld3, d);
         pack_rows(w.v, qkv + at.qkv + 2 * size_t(C), at.ld3, d);
+        pack_transposed(w.kt, w.k, d);
         packed = bh;
       }
       forward_query_tile(out + at.row, at.ld, lse + size_t(bh) * Tn, qkv + at.qkv, at.ld3, w, d,
@@ -430,13 +428,15 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Backward.
 
-// Packs head (b, h) for the backward: kt, vt, k, q, dout, lse and D_t = dout_t · out_t.
+// Packs head (b, h) for the backward: k, v, their transposes, q, dout, lse and D_t = dout_t ·
+// out_t.
 template <typename T>
 void pack_backward(const Workspace<T>& w, const T* dout, const T* qkv, const T* out, const T* lse,
                    const HeadAt& at, size_t C, const Dims& d) {
-  pack_transposed(w.kt, qkv + at.qkv + C, at.ld3, d);
-  pack_transposed(w.vt, qkv + at.qkv + 2 * C, at.ld3, d);
   pack_rows(w.k, qkv + at.qkv + C, at.ld3, d);
+  pack_rows(w.v, qkv + at.qkv + 2 * C, at.ld3, d);
+  pack_transposed(w.kt, w.k, d);
+  pack_transposed(w.vt, w.v, d);
   pack_rows(w.q, qkv + at.qkv, at.ld3, d);
   pack_rows(w.dout, dout + at.row, at.ld, d);
   for (int t = 0; t < d.Tn; ++t) {
