@@ -3,8 +3,9 @@
 // central finite differences of its own forward in double (tests/op_check.h). Shapes are odd on
 // purpose: T ∈ {1, 2, 7, 33, 130} covers a single partial tile, a tile boundary with one row
 // past it and five tiles; hs ∈ {12, 20, 64} pads to 16, 32 and not at all; B·NH = 6 exceeds
-// the thread counts used. Also: the same bits for 1, 2 and 3 threads and for both backward
-// splits, nothing written outside dqkv's head slices, and a workspace linear in T.
+// the thread counts used. Also: the same bits for 1, 2 and 3 threads, for both backward splits
+// and for the AVX2 build of the kernels, nothing written outside dqkv's head slices, and a
+// workspace linear in T.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -20,6 +21,17 @@
 #include "op_check.h"
 #include "ops/attention.h"
 #include "ops/attention_fused.h"
+
+// The same kernels compiled for x86-64-v3 (tests/CMakeLists.txt: attention_fused_avx2), where
+// every name of namespace reftrain is in reftrain_avx2.
+namespace reftrain_avx2 {
+enum class AttentionSplit { kAuto, kPerHead, kTwoPass };
+template <typename T>
+void attention_forward_fused(T* out, T* lse, const T* qkv, int B, int Tn, int C, int NH);
+template <typename T>
+void attention_backward_fused(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+                              int B, int Tn, int C, int NH, AttentionSplit split);
+}  // namespace reftrain_avx2
 
 namespace reftrain {
 namespace {
@@ -215,6 +227,30 @@ void check_deterministic(const Shape& s) {
 TEST_P(FusedAttention, SameBitsForAnyThreadCountAndSplit) {
   check_deterministic<float>(GetParam());
   check_deterministic<double>(GetParam());
+}
+
+// The AVX2 build of the kernels (8-float vectors) gives the native build's bits (16-float
+// vectors on AVX-512): every sum runs over the same 16 logical lanes in the same order.
+template <typename T>
+void check_same_bits_as_avx2(const Shape& s) {
+  Data d(10);
+  const std::vector<T> qkv = cast<T>(make_qkv(s, 5)), dout = cast<T>(d.vec(s.out_size(), -1, 1));
+  const std::vector<T> g0 = cast<T>(d.vec(s.qkv_size(), -1, 1));
+  const Results<T> native = run_fused(s, qkv, dout, g0);
+  Results<T> avx2{std::vector<T>(s.out_size()), std::vector<T>(s.lse_size()), g0};
+  reftrain_avx2::attention_forward_fused(avx2.out.data(), avx2.lse.data(), qkv.data(), s.B, s.T,
+                                         s.C(), s.NH);
+  reftrain_avx2::attention_backward_fused(avx2.dqkv.data(), dout.data(), qkv.data(),
+                                          avx2.out.data(), avx2.lse.data(), s.B, s.T, s.C(), s.NH,
+                                          reftrain_avx2::AttentionSplit::kAuto);
+  EXPECT_EQ(0, std::memcmp(avx2.out.data(), native.out.data(), native.out.size() * sizeof(T)));
+  EXPECT_EQ(0, std::memcmp(avx2.lse.data(), native.lse.data(), native.lse.size() * sizeof(T)));
+  EXPECT_EQ(0, std::memcmp(avx2.dqkv.data(), native.dqkv.data(), native.dqkv.size() * sizeof(T)));
+}
+
+TEST_P(FusedAttention, SameBitsAsTheAvx2Build) {
+  check_same_bits_as_avx2<float>(GetParam());
+  check_same_bits_as_avx2<double>(GetParam());
 }
 
 std::vector<Shape> shapes() {
