@@ -11,10 +11,16 @@
 //   extra_MiB  memory the variant needs besides its inputs and outputs (qkv, out, dout, dqkv):
 //            materialised: the probabilities [B,NH,T,T] and dp [B,NH,T]; fused: lse [B,NH,T]
 //            and one workspace per thread (attention_fused_workspace_bytes).
+//   busiest_ms  CPU time of the busiest OpenMP thread per iteration. On a machine shared with
+//            other work the wall time includes waiting for a core; with OMP_WAIT_POLICY=passive
+//            (waiting threads sleep instead of spinning) this is the time an idle machine
+//            would show, up to cache and memory-bandwidth interference.
 //
-// Run: ./build/bench/bench_attention (threads: the third argument; 0 = all cores).
+// Run: OMP_WAIT_POLICY=passive ./build/bench/bench_attention (threads: the third argument;
+// 0 = all cores).
 #include <benchmark/benchmark.h>
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -48,6 +54,27 @@ struct Buffers {
   }
 };
 
+double thread_cpu_ms() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+}
+
+// Runs f() and returns the largest CPU time any OpenMP thread spent in it (each thread reads its
+// own clock in a parallel region before and after; the pool's threads are the kernels' threads).
+template <typename F>
+double busiest_thread_ms(F f) {
+  std::vector<double> t0(omp_get_max_threads()), t1(t0.size());
+#pragma omp parallel
+  t0[omp_get_thread_num()] = thread_cpu_ms();
+  f();
+#pragma omp parallel
+  t1[omp_get_thread_num()] = thread_cpu_ms();
+  double m = 0;
+  for (size_t i = 0; i < t0.size(); ++i) m = std::max(m, t1[i] - t0[i]);
+  return m;
+}
+
 double mib(double bytes) {
   return bytes / (1 << 20);
 }
@@ -59,6 +86,18 @@ void set_counters(benchmark::State& state, const Buffers& b, double extra_bytes)
   state.counters["extra_MiB"] = mib(extra_bytes);
 }
 
+// Times `step` (a whole forward + backward) and sets the counters.
+template <typename Step>
+void run(benchmark::State& state, const Buffers& b, double extra_bytes, Step step) {
+  double busiest = 0;
+  for (auto _ : state) {
+    busiest += busiest_thread_ms(step);
+    benchmark::DoNotOptimize(b.dqkv.data());
+  }
+  set_counters(state, b, extra_bytes);
+  state.counters["busiest_ms"] = busiest / double(state.iterations());
+}
+
 void materialised(benchmark::State& state, Buffers& b) {
   std::vector<float> att(size_t(b.B) * kNH * b.T * b.T), dp(size_t(b.B) * kNH * b.T);
   auto step = [&] {
@@ -66,11 +105,7 @@ void materialised(benchmark::State& state, Buffers& b) {
     reftrain::attention_backward(b.dqkv.data(), dp.data(), b.dout.data(), b.qkv.data(), att.data(),
                                  b.B, b.T, kC, kNH);
   };
-  for (auto _ : state) {
-    step();
-    benchmark::DoNotOptimize(b.dqkv.data());
-  }
-  set_counters(state, b, double(att.size() + dp.size()) * sizeof(float));
+  run(state, b, double(att.size() + dp.size()) * sizeof(float), step);
 }
 
 void fused(benchmark::State& state, Buffers& b, AttentionSplit split) {
@@ -80,14 +115,10 @@ void fused(benchmark::State& state, Buffers& b, AttentionSplit split) {
     reftrain::attention_backward_fused(b.dqkv.data(), b.dout.data(), b.qkv.data(), b.out.data(),
                                        lse.data(), b.B, b.T, kC, kNH, split);
   };
-  for (auto _ : state) {
-    step();
-    benchmark::DoNotOptimize(b.dqkv.data());
-  }
   const size_t workspace = std::max(reftrain::attention_fused_workspace_bytes(b.T, kHs, false),
                                     reftrain::attention_fused_workspace_bytes(b.T, kHs, true));
-  set_counters(state, b,
-               double(lse.size()) * sizeof(float) + double(workspace) * omp_get_max_threads());
+  run(state, b, double(lse.size()) * sizeof(float) + double(workspace) * omp_get_max_threads(),
+      step);
 }
 
 // Args: B, T, threads (0 = all).
