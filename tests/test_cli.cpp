@@ -135,6 +135,11 @@ TEST_F(CliTest, UnknownFlagIsUsageError) {
   expect_user_error("train --preset tiny --no-such-flag 3 --data " + text_, 2, "--no-such-flag");
 }
 
+TEST_F(CliTest, UnknownAttentionIsUsageError) {
+  expect_user_error("train --preset tiny --attention flash --data " + text_, 2,
+                    "--attention: flash not in {fused,materialised}");
+}
+
 TEST_F(CliTest, ZeroThreadsIsUsageError) {
   expect_user_error("train --preset tiny --threads 0 --data " + text_, 2, "--threads");
 }
