@@ -14,6 +14,8 @@
 #   BUILD=build                      the cmake build dir (reftrain, bench/bench_*)
 #   THREADS="1 $(nproc)"             thread counts
 #   STEPS=11                         training steps per run; the median skips step 1
+#   VARIANT_STEPS=4                  steps of the variants other than "default" (the reference
+#                                    kernels are slow by design: 3 timed steps are enough)
 #   PRESETS="laptop baby llama-small gpt2-124m"
 #                                    baby and llama-small run at --batch 8, gpt2-124m at
 #                                    --batch 4 --seq 64 on random GPT-2 token ids (an llm.c
@@ -35,6 +37,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$repo/build}
 THREADS=${THREADS:-"1 $(nproc)"}
 STEPS=${STEPS:-11}
+VARIANT_STEPS=${VARIANT_STEPS:-4}
 PRESETS=${PRESETS:-"laptop baby llama-small gpt2-124m"}
 VARIANTS=${VARIANTS:-"default;--matmul naive --attention materialised"}
 TORCH_MODES=${TORCH_MODES-"stock tuned"}
@@ -63,7 +66,9 @@ PYTHON=$(pick_python)
 reftrain=$BUILD/reftrain
 [[ -x $reftrain ]] || die "$reftrain not found; build first (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build) or set BUILD=dir"
 "$PYTHON" -c 'import sys' 2>/dev/null || die "PYTHON=$PYTHON does not run; set PYTHON to a python3"
-[[ $STEPS =~ ^[0-9]+$ && $STEPS -ge 2 ]] || die "STEPS=$STEPS: need a whole number >= 2 (the median skips step 1)"
+for setting in "STEPS=$STEPS" "VARIANT_STEPS=$VARIANT_STEPS"; do
+  [[ ${setting#*=} =~ ^[0-9]+$ && ${setting#*=} -ge 2 ]] || die "$setting: need a whole number >= 2 (the median skips step 1)"
+done
 for t in $THREADS; do [[ $t =~ ^[1-9][0-9]*$ ]] || die "THREADS=\"$THREADS\": '$t' is not a thread count"; done
 [[ -z $DATA || -f $DATA ]] || die "DATA=$DATA is not a file; pass a UTF-8 text file or leave DATA unset"
 torch_version=none
@@ -131,22 +136,25 @@ record() {
   local line
   line=$(report record --preset "$preset" --threads "$t" --peak "${peak[$t]:-0}" "$@")
   echo "$line" >>"$results"
-  [[ $line == *'"skipped"'* ]] || note "  $(sed -n 's/.*"run": "\([^"]*\)".*"ms": \([0-9.]*\).*/\1: \2 ms\/step/p' <<<"$line")"
+  [[ $line == *'"skipped"'* ]] || note "  $("$PYTHON" -c 'import json, sys
+r = json.loads(sys.argv[1])
+print("%s: %.1f ms/step" % (r["run"], r["ms"]))' "$line")"
 }
 
 # reftrain with one flag set. Exit status 2 (a usage error) with extra flags means this build
 # does not have them: skipped. Any other failure is recorded and fails the whole run at the end.
 run_reftrain() {
-  local flags=$1 label=reftrain slug=default
+  local flags=$1 label=reftrain slug=default steps=$STEPS
   if [[ $flags != default ]]; then
     label="reftrain $flags"
+    steps=$VARIANT_STEPS
     slug=$(echo "$flags" | tr -c 'a-zA-Z0-9\n' '_')
   else
     flags=
   fi
   local trace=$OUT/traces/${preset}_t${t}_$slug.jsonl err=$OUT/logs/${preset}_t${t}_$slug.err rc=0
   # shellcheck disable=SC2046,SC2086  # word splitting wanted: preset_args and flags are flag lists
-  "$reftrain" train --preset "$preset" $(preset_args "$preset") --steps "$STEPS" --threads "$t" \
+  "$reftrain" train --preset "$preset" $(preset_args "$preset") --steps "$steps" --threads "$t" \
     --val-every 0 --trace "$trace" $flags >"$OUT/logs/${preset}_t${t}_$slug.log" 2>"$err" || rc=$?
   if [[ $rc == 0 ]]; then
     record --trace "$trace" --run "$label"
@@ -199,11 +207,11 @@ training_steps() {
 # --- 3. the summary ---------------------------------------------------------------------------
 machine() {
   local cpu
-  cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n1)
+  cpu=$({ lscpu 2>/dev/null || true; } | sed -n 's/^Model name: *//p' | head -n1)
   echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown); build: $BUILD; PyTorch $torch_version ($PYTHON)"
   echo "load average (1, 5, 15 min) at the start: $load_start; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "command: THREADS=\"$THREADS\" STEPS=$STEPS PRESETS=\"$PRESETS\" VARIANTS=\"$VARIANTS\" TORCH_MODES=\"$TORCH_MODES\"${DATA:+ DATA=$DATA} bench/run_all.sh"
+  echo "command: THREADS=\"$THREADS\" STEPS=$STEPS VARIANT_STEPS=$VARIANT_STEPS PRESETS=\"$PRESETS\" VARIANTS=\"$VARIANTS\" TORCH_MODES=\"$TORCH_MODES\"${DATA:+ DATA=$DATA} bench/run_all.sh"
 }
 
 summary() {
