@@ -58,9 +58,7 @@ nlohmann::json config_json(const ModelConfig& m, float z_loss) {
   return j;
 }
 
-std::string python_script(const std::string& name) {
-  return std::string(REFTRAIN_TORCH_PYTHON) + " " REFTRAIN_SOURCE_DIR "/tests/torch/" + name;
-}
+using testing::python_script;
 
 struct Oracle {
   double loss;
