@@ -28,7 +28,7 @@ namespace {
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace;
-  std::string schedule, seed, precision, optimizer;
+  std::string schedule, seed, precision, optimizer, matmul;
   TrainConfig over;  // values given on the command line; see `given`
   int threads = 0;
   std::map<std::string, CLI::Option*> given;
@@ -71,6 +71,7 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   }
   if (!a.schedule.empty())
     t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
+  if (!a.matmul.empty()) matmul_from_name(a.matmul, &t.matmul);
   return t;
 }
 
@@ -164,10 +165,10 @@ void print_banner(const Preset& preset, const ModelConfig& model, const TrainCon
   const Dataset& d = trainer.data();
   std::printf(
       "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d | %d steps | "
-      "%d threads\n",
+      "%d threads | matmul %s\n",
       REFTRAIN_VERSION, preset.name.c_str(), arch_name(model.arch), model.layers, model.heads,
       model.channels, trainer.model().layout().num_params() / 1e6, precision_name(train.precision),
-      train.batch, train.seq, train.steps, omp_get_max_threads());
+      train.batch, train.seq, train.steps, omp_get_max_threads(), matmul_name(train.matmul));
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
 }
@@ -233,7 +234,8 @@ int run_train(const TrainArgs& a) {
   std::printf("\nsample:\n%s\n",
               show_sample(d, trainer.sample(prompt, 256, 1.0f, train.seed)).c_str());
   report_memory(trace, baseline,
-                estimate_memory(model, train.batch, train.seq, train.precision, train.optimizer));
+                estimate_memory(model, train.batch, train.seq, train.precision, train.optimizer,
+                                train.matmul));
   return 0;
 }
 
@@ -276,6 +278,9 @@ CommandRunner add_train_command(CLI::App& app) {
   app.add_option("--optimizer", a->optimizer,
                  "adamw (fp32 state) or adamw8bit (8-bit m and v, one scale per 256 elements)")
       ->check(CLI::IsMember({"adamw", "adamw8bit"}));
+  app.add_option("--matmul", a->matmul,
+                 "linear-layer GEMM: naive, tiled, blocked or eigen (default blocked)")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "eigen"}));
   app.add_option("--schedule", a->schedule, "learning-rate schedule after warmup")
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/matmul.h"
 #include "optim/schedule.h"
 
 namespace reftrain {
@@ -42,6 +43,7 @@ struct TrainConfig {
   float z_loss = 0.0f;  // z in loss = CE + z·mean(lse²)
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kAdamW;
+  MatmulKind matmul = MatmulKind::kBlocked;  // the linear layers' GEMM variant (ops/matmul.h)
 };
 
 struct Preset {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <type_traits>
 #include <xsimd/xsimd.hpp>
 
 namespace reftrain::simd {
@@ -32,6 +33,25 @@ T reduce_add(const Batch<T>& b) {
 #endif
 }
 #pragma GCC diagnostic pop
+
+// a·b + c rounded once (a fused multiply-add), lane by lane: the same bits as std::fma on every
+// ISA. xsimd 8's own xsimd::fma is fused on fma3 targets but computes a*b + c with two roundings
+// on AVX-512 (no avx512f overload), so the AVX-512 case calls the intrinsic itself.
+template <typename T>
+Batch<T> fma(const Batch<T>& a, const Batch<T>& b, const Batch<T>& c) {
+#if defined(__AVX512F__)
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double");
+  if constexpr (std::is_same_v<T, float>) {
+    return Batch<T>(_mm512_fmadd_ps(a, b, c));
+  } else {
+    return Batch<T>(_mm512_fmadd_pd(a, b, c));
+  }
+#elif defined(__FMA__)
+  return xsimd::fma(a, b, c);
+#else
+  static_assert(sizeof(T) == 0, "simd::fma needs FMA (build for x86-64-v3 or newer)");
+#endif
+}
 
 // Batch<double>::size consecutive floats from p (unaligned), each widened to double (exact: every
 // float is a double). One vcvtps2pd on AVX-512 and AVX; the generic path goes through memory.
