@@ -28,7 +28,7 @@ namespace {
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace;
-  std::string schedule, seed, precision, optimizer, attention;
+  std::string schedule, seed, precision, optimizer, attention, matmul;
   TrainConfig over;  // values given on the command line; see `given`
   int threads = 0;
   std::map<std::string, CLI::Option*> given;
@@ -75,6 +75,7 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   }
   if (!a.schedule.empty())
     t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
+  if (!a.matmul.empty()) matmul_from_name(a.matmul, &t.matmul);
   return t;
 }
 
@@ -168,10 +169,10 @@ void print_banner(const Preset& preset, const ModelConfig& model, const TrainCon
   const Dataset& d = trainer.data();
   std::printf(
       "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d | %d steps | "
-      "%d threads\n",
+      "%d threads | matmul %s\n",
       REFTRAIN_VERSION, preset.name.c_str(), arch_name(model.arch), model.layers, model.heads,
       model.channels, trainer.model().layout().num_params() / 1e6, precision_name(train.precision),
-      train.batch, train.seq, train.steps, omp_get_max_threads());
+      train.batch, train.seq, train.steps, omp_get_max_threads(), matmul_name(train.matmul));
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
 }
@@ -238,7 +239,7 @@ int run_train(const TrainArgs& a) {
               show_sample(d, trainer.sample(prompt, 256, 1.0f, train.seed)).c_str());
   report_memory(trace, baseline,
                 estimate_memory(model, train.batch, train.seq, train.precision, train.optimizer,
-                                train.attention));
+                                train.attention, train.matmul));
   return 0;
 }
 
@@ -285,6 +286,9 @@ CommandRunner add_train_command(CLI::App& app) {
                  "fused (online softmax, keeps the row logsumexp) or materialised (the reference, "
                  "keeps the T×T probabilities) (default fused)")
       ->check(CLI::IsMember({"fused", "materialised"}));
+  app.add_option("--matmul", a->matmul,
+                 "linear-layer GEMM: naive, tiled, blocked or eigen (default blocked)")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "eigen"}));
   app.add_option("--schedule", a->schedule, "learning-rate schedule after warmup")
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")

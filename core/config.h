@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/matmul.h"
 #include "optim/schedule.h"
 
 namespace reftrain {
@@ -46,6 +47,7 @@ struct TrainConfig {
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kAdamW;
   AttentionKind attention = AttentionKind::kFused;
+  MatmulKind matmul = MatmulKind::kBlocked;  // the linear layers' GEMM variant (ops/matmul.h)
 };
 
 struct Preset {

@@ -43,7 +43,6 @@ void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
   a.dfch = arena.take(BT * 4 * C), a.dfch_gelu = arena.take(BT * 4 * C);
   a.dp = arena.take(attention_scratch_floats(cfg, attention, B, T));
   a.dlogits = arena.take(BT * Vp);
-  a.w_t = arena.take(std::max(4 * C * C, C * Vp));
 }
 
 namespace {
@@ -118,8 +117,8 @@ size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T, AttentionKi
 }
 
 Gpt2::Gpt2(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss,
-           AttentionKind attention)
-    : Model(cfg, gpt2_param_layout(cfg), precision, z_loss, attention),
+           AttentionKind attention, MatmulKind matmul)
+    : Model(cfg, gpt2_param_layout(cfg), precision, z_loss, attention, matmul),
       arena_(activation_floats(cfg, B, T, attention)) {
   wt_ = gpt2_tensors(layout_, cfg.layers, w_.data());
   gt_ = gpt2_tensors(layout_, cfg.layers, g_.data());
@@ -132,14 +131,14 @@ void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
   const LayerActs& a = act_.layers[l];
   const int N = B * T, C = cfg_.channels;
   layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
-  linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, act_.w_t, N, C, 3 * C);
+  linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);
   attention_fwd(a.atty, a.att, a.qkv, B, T);
-  linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, act_.w_t, N, C, C);
+  linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, N, C, C);
   residual_forward(a.res2, res_in, a.attproj, size_t(N) * C);
   layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
-  linear_fwd(a.fch, a.ln2, w.fcw, w.fcb, act_.w_t, N, C, 4 * C);
+  linear_fwd(a.fch, a.ln2, w.fcw, w.fcb, N, C, 4 * C);
   gelu_forward(a.fch_gelu, a.fch, size_t(N) * 4 * C);
-  linear_fwd(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, act_.w_t, N, 4 * C, C);
+  linear_fwd(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
   residual_forward(a.res3, a.res2, a.fcproj, size_t(N) * C);
 }
 
@@ -153,7 +152,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T)
     res = act_.layers[l].res3;
   }
   layernorm_forward(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N, C);
-  linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, act_.w_t, N, C, Vp);
+  linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, N, C, Vp);
   if (!targets) return 0.0f;
   return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
 }
@@ -170,20 +169,19 @@ void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T)
   zero(act_.dres2, NC), zero(act_.dbranch, NC);
   residual_backward(act_.dres2, act_.dbranch, dres, NC);
   zero(act_.dfch_gelu, NC * 4), zero(act_.dfch, NC * 4), zero(act_.dln, NC);
-  linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, act_.w_t, N,
-             4 * C, C);
+  linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, N, 4 * C,
+             C);
   gelu_backward(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
-  linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, act_.w_t, N, C, 4 * C);
+  linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C);
   layernorm_backward(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd,
                      N, C);
   // Attention half: res2 = res_in + attproj(attn(qkv(LN1(res_in)))).
   zero(dres, NC), zero(act_.dbranch, NC);
   residual_backward(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
-  linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, act_.w_t, N, C,
-             C);
+  linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
-  linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, act_.w_t, N, C, 3 * C);
+  linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
   layernorm_backward(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
 }
 
@@ -193,8 +191,7 @@ void Gpt2::backward() {
   const size_t NC = size_t(N) * C;
   const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
-  linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, act_.w_t, N, C,
-             cfg_.padded_vocab);
+  linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, N, C, cfg_.padded_vocab);
   zero(act_.dres, NC);
   layernorm_backward(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, res_last, wt_.lnfw, act_.lnf_mean,
                      act_.lnf_rstd, N, C);

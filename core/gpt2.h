@@ -36,7 +36,8 @@ class Gpt2 : public Model {
  public:
   // Sizes the arena for batches up to B×T; allocates w and g (zeroed), and w16 when mixed.
   Gpt2(const ModelConfig& cfg, int B, int T, Precision precision = Precision::kFp32,
-       float z_loss = 0.0f, AttentionKind attention = AttentionKind::kFused);
+       float z_loss = 0.0f, AttentionKind attention = AttentionKind::kFused,
+       MatmulKind matmul = MatmulKind::kBlocked);
 
   // Floats of activation arena that a forward + backward at (B, T) needs.
   static size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention);
@@ -57,7 +58,6 @@ class Gpt2 : public Model {
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
     // Backward scratch, reused by every layer.
     float *dres, *dres2, *dbranch, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dp, *dlogits;
-    float* w_t;  // transposed weight for linear_forward
   };
   template <typename A>
   friend void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,

@@ -67,7 +67,6 @@ void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
   a.dgate = arena.take(N * F), a.dup = arena.take(N * F), a.dswi = arena.take(N * F);
   a.dp = arena.take(attention_scratch_floats(cfg, attention, B, T));
   a.dlogits = arena.take(N * Vp);
-  a.w_t = arena.take(std::max({C * C, C * F, C * Vp}));
 }
 
 ParamLayout llama_param_layout(const ModelConfig& cfg) {
@@ -126,8 +125,8 @@ size_t Llama::activation_floats(const ModelConfig& cfg, int B, int T, AttentionK
 }
 
 Llama::Llama(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss,
-             AttentionKind attention)
-    : Model(cfg, llama_param_layout(cfg), precision, z_loss, attention),
+             AttentionKind attention, MatmulKind matmul)
+    : Model(cfg, llama_param_layout(cfg), precision, z_loss, attention, matmul),
       arena_(activation_floats(cfg, B, T, attention)) {
   wt_ = llama_tensors(layout_, cfg.layers, w_.data());
   gt_ = llama_tensors(layout_, cfg.layers, g_.data());
@@ -141,20 +140,20 @@ void Llama::layer_forward(int l, const float* res_in, int B, int T) {
   const int N = B * T, C = cfg_.channels, F = cfg_.ffn, NH = cfg_.heads;
   const size_t NC = size_t(N) * C, NF = size_t(N) * F;
   rmsnorm_forward(a.rms1, a.rms1_rstd, res_in, w.rms1w, N, C);
-  linear_fwd(act_.q, a.rms1, w.wq, nullptr, act_.w_t, N, C, C);
-  linear_fwd(act_.k, a.rms1, w.wk, nullptr, act_.w_t, N, C, C);
-  linear_fwd(act_.v, a.rms1, w.wv, nullptr, act_.w_t, N, C, C);
+  linear_fwd(act_.q, a.rms1, w.wq, nullptr, N, C, C);
+  linear_fwd(act_.k, a.rms1, w.wk, nullptr, N, C, C);
+  linear_fwd(act_.v, a.rms1, w.wv, nullptr, N, C, C);
   rope_forward(act_.qr, act_.q, B, T, NH, C / NH, cfg_.rope_theta);
   rope_forward(act_.kr, act_.k, B, T, NH, C / NH, cfg_.rope_theta);
   pack_qkv(a.qkv, act_.qr, act_.kr, act_.v, N, C);
   attention_fwd(a.atty, a.att, a.qkv, B, T);
-  linear_fwd(a.attproj, a.atty, w.wo, nullptr, act_.w_t, N, C, C);
+  linear_fwd(a.attproj, a.atty, w.wo, nullptr, N, C, C);
   residual_forward(a.res2, res_in, a.attproj, NC);
   rmsnorm_forward(a.rms2, a.rms2_rstd, a.res2, w.rms2w, N, C);
-  linear_fwd(a.gate, a.rms2, w.wgate, nullptr, act_.w_t, N, C, F);
-  linear_fwd(a.up, a.rms2, w.wup, nullptr, act_.w_t, N, C, F);
+  linear_fwd(a.gate, a.rms2, w.wgate, nullptr, N, C, F);
+  linear_fwd(a.up, a.rms2, w.wup, nullptr, N, C, F);
   swiglu_forward(a.swi, a.gate, a.up, NF);
-  linear_fwd(a.down, a.swi, w.wdown, nullptr, act_.w_t, N, F, C);
+  linear_fwd(a.down, a.swi, w.wdown, nullptr, N, F, C);
   residual_forward(a.res3, a.res2, a.down, NC);
 }
 
@@ -168,7 +167,7 @@ float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T
     res = act_.layers[l].res3;
   }
   rmsnorm_forward(act_.rmsf, act_.rmsf_rstd, res, wt_.rmsfw, N, C);
-  linear_fwd(act_.logits, act_.rmsf, wt_.head, nullptr, act_.w_t, N, C, cfg_.padded_vocab);
+  linear_fwd(act_.logits, act_.rmsf, wt_.head, nullptr, N, C, cfg_.padded_vocab);
   if (!targets) return 0.0f;
   return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
 }
@@ -184,24 +183,24 @@ void Llama::layer_backward(int l, const float* res_in, float* dres, int B, int T
   zero(act_.dres2, NC), zero(act_.dbranch, NC);
   residual_backward(act_.dres2, act_.dbranch, dres, NC);
   zero(act_.dswi, NF), zero(act_.dgate, NF), zero(act_.dup, NF), zero(act_.dln, NC);
-  linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, act_.w_t, N, F, C);
+  linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, N, F, C);
   swiglu_backward(act_.dgate, act_.dup, act_.dswi, a.gate, a.up, NF);
-  linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, act_.w_t, N, C, F);
-  linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, act_.w_t, N, C, F);
+  linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, N, C, F);
+  linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, N, C, F);
   rmsnorm_backward(act_.dres2, g.rms2w, act_.dln, a.res2, w.rms2w, a.rms2_rstd, N, C);
   // Attention half: res2 = res_in + o(attn(rope(q(x)), rope(k(x)), v(x))), x = RMS1(res_in).
   zero(dres, NC), zero(act_.dbranch, NC);
   residual_backward(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
-  linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, act_.w_t, N, C, C);
+  linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, N, C, C);
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   unpack_qkv(act_.qr, act_.kr, act_.v, act_.dqkv, N, C);  // now dq, dk after RoPE, and dv
   zero(act_.q, NC), zero(act_.k, NC);
   rope_backward(act_.q, act_.qr, B, T, NH, C / NH, cfg_.rope_theta);
   rope_backward(act_.k, act_.kr, B, T, NH, C / NH, cfg_.rope_theta);
-  linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, act_.w_t, N, C, C);
-  linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, act_.w_t, N, C, C);
-  linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, act_.w_t, N, C, C);
+  linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, N, C, C);
+  linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, N, C, C);
+  linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, N, C, C);
   rmsnorm_backward(dres, g.rms1w, act_.dln, res_in, w.rms1w, a.rms1_rstd, N, C);
 }
 
@@ -211,7 +210,7 @@ void Llama::backward() {
   const size_t NC = size_t(N) * C;
   const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
-  linear_bwd(act_.dln, gt_.head, nullptr, act_.dlogits, act_.rmsf, wt_.head, act_.w_t, N, C,
+  linear_bwd(act_.dln, gt_.head, nullptr, act_.dlogits, act_.rmsf, wt_.head, N, C,
              cfg_.padded_vocab);
   zero(act_.dres, NC);
   rmsnorm_backward(act_.dres, gt_.rmsfw, act_.dln, res_last, wt_.rmsfw, act_.rmsf_rstd, N, C);

@@ -31,7 +31,8 @@ LlamaTensors llama_tensors(const ParamLayout& layout, int layers, float* base);
 class Llama : public Model {
  public:
   Llama(const ModelConfig& cfg, int B, int T, Precision precision = Precision::kFp32,
-        float z_loss = 0.0f, AttentionKind attention = AttentionKind::kFused);
+        float z_loss = 0.0f, AttentionKind attention = AttentionKind::kFused,
+        MatmulKind matmul = MatmulKind::kBlocked);
 
   static size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention);
 
@@ -54,7 +55,6 @@ class Llama : public Model {
     float *q, *k, *v, *qr, *kr;
     // Backward scratch, reused by every layer.
     float *dres, *dres2, *dbranch, *dln, *datty, *dqkv, *dgate, *dup, *dswi, *dp, *dlogits;
-    float* w_t;
   };
   template <typename A>
   friend void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,

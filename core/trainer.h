@@ -31,12 +31,12 @@ struct StepResult {
 struct MemoryEstimate {
   size_t params;       // parameters, padding excluded
   size_t param_bytes;  // w + g + m + v, padding included
-  size_t arena_bytes;  // activations and backward scratch at (B, T)
+  size_t arena_bytes;  // activations and backward scratch at (B, T), matmul workspace included
   size_t total() const { return param_bytes + arena_bytes; }
 };
 MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision,
-                               Optimizer optimizer,
-                               AttentionKind attention = AttentionKind::kFused);
+                               Optimizer optimizer, AttentionKind attention = AttentionKind::kFused,
+                               MatmulKind matmul = MatmulKind::kBlocked);
 
 class Trainer {
  public:

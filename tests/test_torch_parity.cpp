@@ -104,12 +104,13 @@ Oracle run_mirror(const TempDir& dir, const Model& model, const std::vector<int3
 struct ParityCase {
   Arch arch;
   Precision precision;
+  MatmulKind matmul = MatmulKind::kBlocked;
   AttentionKind attention = AttentionKind::kFused;
 };
 
 void PrintTo(const ParityCase& c, std::ostream* os) {
-  *os << arch_name(c.arch) << "/" << precision_name(c.precision) << "/"
-      << attention_name(c.attention);
+  *os << arch_name(c.arch) << "/" << precision_name(c.precision) << "/" << matmul_name(c.matmul)
+      << "/" << attention_name(c.attention);
 }
 
 class TorchParity : public ::testing::TestWithParam<ParityCase> {
@@ -128,7 +129,7 @@ class TorchParity : public ::testing::TestWithParam<ParityCase> {
   }
   std::unique_ptr<Model> fresh_model() const {
     auto m = make_model(model_cfg_, train_.batch, train_.seq, train_.precision, train_.z_loss,
-                        GetParam().attention);
+                        GetParam().attention, GetParam().matmul);
     m->init_weights(42);
     return m;
   }
@@ -188,19 +189,31 @@ TEST_P(TorchParity, LossGradientsAndTenAdamWSteps) {
   std::printf("10 AdamW steps: worst relative loss difference %.2e\n", worst_step);
 }
 
-// The fused attention (the default) in every family and precision; the materialised reference
-// in fp32.
+// Both families in both precisions with the default (blocked) and the naive matmul; tiled and
+// eigen on one fp32 and one mixed case each; all with the fused attention (the default), and the
+// materialised reference attention in fp32 for both families.
 INSTANTIATE_TEST_SUITE_P(
     Families, TorchParity,
-    ::testing::Values(ParityCase{Arch::kGpt2, Precision::kFp32},
-                      ParityCase{Arch::kGpt2, Precision::kMixed},
-                      ParityCase{Arch::kLlama, Precision::kFp32},
-                      ParityCase{Arch::kLlama, Precision::kMixed},
-                      ParityCase{Arch::kGpt2, Precision::kFp32, AttentionKind::kMaterialised},
-                      ParityCase{Arch::kLlama, Precision::kFp32, AttentionKind::kMaterialised}),
+    ::testing::Values(ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kBlocked},
+                      ParityCase{Arch::kGpt2, Precision::kMixed, MatmulKind::kBlocked},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kBlocked},
+                      ParityCase{Arch::kLlama, Precision::kMixed, MatmulKind::kBlocked},
+                      ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kNaive},
+                      ParityCase{Arch::kGpt2, Precision::kMixed, MatmulKind::kNaive},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kNaive},
+                      ParityCase{Arch::kLlama, Precision::kMixed, MatmulKind::kNaive},
+                      ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kTiled},
+                      ParityCase{Arch::kLlama, Precision::kMixed, MatmulKind::kTiled},
+                      ParityCase{Arch::kGpt2, Precision::kMixed, MatmulKind::kEigen},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kEigen},
+                      ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kBlocked,
+                                 AttentionKind::kMaterialised},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kBlocked,
+                                 AttentionKind::kMaterialised}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
-      std::string name =
-          std::string(arch_name(info.param.arch)) + "_" + precision_name(info.param.precision);
+      std::string name = std::string(arch_name(info.param.arch)) + "_" +
+                         precision_name(info.param.precision) + "_" +
+                         matmul_name(info.param.matmul);
       if (info.param.attention != AttentionKind::kFused) {
         name += std::string("_") + attention_name(info.param.attention);
       }
