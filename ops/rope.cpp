@@ -9,13 +9,23 @@
 namespace reftrain {
 
 namespace {
-// cos and sin of the angle for position t and pair i, in double, rounded once to T.
+// f_i = theta^(-2i/hs), in double.
+double rope_frequency(int i, int hs, double theta) {
+  return std::pow(theta, -2.0 * i / hs);
+}
+
+// cos and sin of the angle a = t·f for position t and frequency f, in double, rounded once to T.
 template <typename T>
-void rope_angle(T* cos_a, T* sin_a, int t, int i, int hs, double theta) {
-  const double f = std::pow(theta, -2.0 * i / hs);
+void rope_cos_sin(T* cos_a, T* sin_a, int t, double f) {
   const double a = t * f;
   *cos_a = T(std::cos(a));
   *sin_a = T(std::sin(a));
+}
+
+// The same for pair i.
+template <typename T>
+void rope_angle(T* cos_a, T* sin_a, int t, int i, int hs, double theta) {
+  rope_cos_sin(cos_a, sin_a, t, rope_frequency(i, hs, theta));
 }
 }  // namespace
 
@@ -66,8 +76,9 @@ void rope_backward(T* dx, const T* dout, int B, int Tn, int NH, int hs, double t
 // ---------------------------------------------------------------------------------------------
 // The fast float path: the reference's operations on each pair, 16 pairs at a time, with the
 // angles' cos and sin computed as the reference does (in double, rounded once) into a per-thread
-// table for the current position: bit-identical to the reference. Parallel over positions;
-// each position's rows (all batches and heads) are contiguous.
+// table for the current position, the hs/2 frequencies once per thread: bit-identical to the
+// reference. Parallel over positions; each position's rows (all batches and heads) are
+// contiguous.
 
 namespace {
 
@@ -102,10 +113,12 @@ void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double
   const int half = hs / 2;
 #pragma omp parallel
   {
+    std::vector<double> freq(static_cast<size_t>(half));
+    for (int i = 0; i < half; ++i) freq[i] = rope_frequency(i, hs, theta);
     std::vector<float> cos_sin(static_cast<size_t>(hs));
 #pragma omp for schedule(static)
     for (int t = 0; t < Tn; ++t) {
-      for (int i = 0; i < half; ++i) rope_angle(&cos_sin[i], &cos_sin[half + i], t, i, hs, theta);
+      for (int i = 0; i < half; ++i) rope_cos_sin(&cos_sin[i], &cos_sin[half + i], t, freq[i]);
       rope_rows_fast<kBackward>(out, x, cos_sin.data(), B, Tn, t, NH, hs);
     }
   }
