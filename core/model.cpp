@@ -104,8 +104,8 @@ void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float
 
 float Model::mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                        int N) const {
-  crossentropy_forward_backward(losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab,
-                                1.0f / float(N), z_loss_);
+  crossentropy_forward_backward_fast(losses, dlogits, logits, targets, N, cfg_.vocab,
+                                     cfg_.padded_vocab, 1.0f / float(N), z_loss_);
   double sum = 0.0;  // in position order
   for (int i = 0; i < N; ++i) sum += losses[i];
   return static_cast<float>(sum / N);
