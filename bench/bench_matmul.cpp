@@ -208,9 +208,11 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   const int max_threads = omp_get_max_threads();
   g_peak_per_thread = fma_gflops(1);
-  std::printf("FMA peak, 1 thread: %.1f GFLOP/s (%s, %d-float vectors); threads: 1 and %d\n",
-              g_peak_per_thread, reftrain::simd::arch_name(),
-              int(reftrain::simd::Batch<float>::size), max_threads);
+  char peak[96];
+  std::snprintf(peak, sizeof peak, "%.1f GFLOP/s (%s, %d floats per vector)", g_peak_per_thread,
+                reftrain::simd::arch_name(), int(reftrain::simd::Batch<float>::size));
+  benchmark::AddCustomContext("fma_peak_1_thread", peak);
+  benchmark::AddCustomContext("threads", "1 and " + std::to_string(max_threads));
   register_all(max_threads);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
