@@ -28,7 +28,7 @@ namespace {
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace;
-  std::string schedule, seed, precision, optimizer, matmul;
+  std::string schedule, seed, precision, optimizer, attention, matmul;
   TrainConfig over;  // values given on the command line; see `given`
   int threads = 0;
   std::map<std::string, CLI::Option*> given;
@@ -68,6 +68,10 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   }
   if (!a.optimizer.empty()) {
     t.optimizer = a.optimizer == "adamw8bit" ? Optimizer::kAdamW8bit : Optimizer::kAdamW;
+  }
+  if (!a.attention.empty()) {
+    t.attention =
+        a.attention == "materialised" ? AttentionKind::kMaterialised : AttentionKind::kFused;
   }
   if (!a.schedule.empty())
     t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
@@ -235,7 +239,7 @@ int run_train(const TrainArgs& a) {
               show_sample(d, trainer.sample(prompt, 256, 1.0f, train.seed)).c_str());
   report_memory(trace, baseline,
                 estimate_memory(model, train.batch, train.seq, train.precision, train.optimizer,
-                                train.matmul));
+                                train.attention, train.matmul));
   return 0;
 }
 
@@ -278,6 +282,10 @@ CommandRunner add_train_command(CLI::App& app) {
   app.add_option("--optimizer", a->optimizer,
                  "adamw (fp32 state) or adamw8bit (8-bit m and v, one scale per 256 elements)")
       ->check(CLI::IsMember({"adamw", "adamw8bit"}));
+  app.add_option("--attention", a->attention,
+                 "fused (online softmax, keeps the row logsumexp) or materialised (the reference, "
+                 "keeps the T×T probabilities) (default fused)")
+      ->check(CLI::IsMember({"fused", "materialised"}));
   app.add_option("--matmul", a->matmul,
                  "linear-layer GEMM: naive, tiled, blocked or eigen (default blocked)")
       ->check(CLI::IsMember({"naive", "tiled", "blocked", "eigen"}));

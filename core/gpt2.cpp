@@ -6,7 +6,6 @@
 
 #include "core/rng.h"
 #include "ops/activation.h"
-#include "ops/attention.h"
 #include "ops/embed.h"
 #include "ops/linear.h"
 #include "ops/norm.h"
@@ -23,9 +22,10 @@ std::string layer_name(int l, const char* rest) {
 }  // namespace
 
 template <typename A>
-void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, int B, int T) {
+void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                            AttentionKind attention, int B, int T) {
   const size_t BT = size_t(B) * T, C = cfg.channels, Vp = cfg.padded_vocab;
-  const size_t att = size_t(B) * cfg.heads * T * T;
+  const size_t att = attention_state_floats(cfg, attention, B, T);  // lse or probabilities
   a.encoded = arena.take(BT * C);
   a.layers.resize(cfg.layers);
   for (auto& l : a.layers) {
@@ -41,7 +41,8 @@ void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, in
   a.dres = arena.take(BT * C), a.dres2 = arena.take(BT * C), a.dbranch = arena.take(BT * C);
   a.dln = arena.take(BT * C), a.datty = arena.take(BT * C), a.dqkv = arena.take(BT * 3 * C);
   a.dfch = arena.take(BT * 4 * C), a.dfch_gelu = arena.take(BT * 4 * C);
-  a.dp = arena.take(size_t(B) * cfg.heads * T), a.dlogits = arena.take(BT * Vp);
+  a.dp = arena.take(attention_scratch_floats(cfg, attention, B, T));
+  a.dlogits = arena.take(BT * Vp);
 }
 
 namespace {
@@ -108,21 +109,21 @@ Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base) {
   return t;
 }
 
-size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T) {
+size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
   Acts counting;
   ArenaCarver arena(nullptr);
-  carve_gpt2_activations(counting, arena, cfg, B, T);
+  carve_gpt2_activations(counting, arena, cfg, attention, B, T);
   return arena.used();
 }
 
 Gpt2::Gpt2(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss,
-           MatmulKind matmul)
-    : Model(cfg, gpt2_param_layout(cfg), precision, z_loss, matmul),
-      arena_(activation_floats(cfg, B, T)) {
+           AttentionKind attention, MatmulKind matmul)
+    : Model(cfg, gpt2_param_layout(cfg), precision, z_loss, attention, matmul),
+      arena_(activation_floats(cfg, B, T, attention)) {
   wt_ = gpt2_tensors(layout_, cfg.layers, w_.data());
   gt_ = gpt2_tensors(layout_, cfg.layers, g_.data());
   ArenaCarver arena(arena_.data());
-  carve_gpt2_activations(act_, arena, cfg, B, T);
+  carve_gpt2_activations(act_, arena, cfg, attention, B, T);
 }
 
 void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
@@ -131,7 +132,7 @@ void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
   const int N = B * T, C = cfg_.channels;
   layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
   linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);
-  attention_forward(a.atty, a.att, a.qkv, B, T, C, cfg_.heads);
+  attention_fwd(a.atty, a.att, a.qkv, B, T);
   linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, N, C, C);
   residual_forward(a.res2, res_in, a.attproj, size_t(N) * C);
   layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
@@ -179,7 +180,7 @@ void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T)
   residual_backward(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
   linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
-  attention_backward(act_.dqkv, act_.dp, act_.datty, a.qkv, a.att, B, T, C, cfg_.heads);
+  attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
   layernorm_backward(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
 }

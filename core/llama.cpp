@@ -4,7 +4,6 @@
 #include <string>
 
 #include "ops/activation.h"
-#include "ops/attention.h"
 #include "ops/embed.h"
 #include "ops/norm.h"
 #include "ops/residual.h"
@@ -46,9 +45,10 @@ void unpack_qkv(float* dq, float* dk, float* dv, const float* dqkv, size_t N, in
 }  // namespace
 
 template <typename A>
-void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, int B, int T) {
+void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                             AttentionKind attention, int B, int T) {
   const size_t N = size_t(B) * T, C = cfg.channels, F = cfg.ffn, Vp = cfg.padded_vocab;
-  const size_t att = size_t(B) * cfg.heads * T * T;
+  const size_t att = attention_state_floats(cfg, attention, B, T);  // lse or probabilities
   a.encoded = arena.take(N * C);
   a.layers.resize(cfg.layers);
   for (auto& l : a.layers) {
@@ -65,7 +65,8 @@ void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, i
   a.dres = arena.take(N * C), a.dres2 = arena.take(N * C), a.dbranch = arena.take(N * C);
   a.dln = arena.take(N * C), a.datty = arena.take(N * C), a.dqkv = arena.take(N * 3 * C);
   a.dgate = arena.take(N * F), a.dup = arena.take(N * F), a.dswi = arena.take(N * F);
-  a.dp = arena.take(size_t(B) * cfg.heads * T), a.dlogits = arena.take(N * Vp);
+  a.dp = arena.take(attention_scratch_floats(cfg, attention, B, T));
+  a.dlogits = arena.take(N * Vp);
 }
 
 ParamLayout llama_param_layout(const ModelConfig& cfg) {
@@ -116,21 +117,21 @@ LlamaTensors llama_tensors(const ParamLayout& layout, int layers, float* base) {
   return t;
 }
 
-size_t Llama::activation_floats(const ModelConfig& cfg, int B, int T) {
+size_t Llama::activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
   Acts counting;
   ArenaCarver arena(nullptr);
-  carve_llama_activations(counting, arena, cfg, B, T);
+  carve_llama_activations(counting, arena, cfg, attention, B, T);
   return arena.used();
 }
 
 Llama::Llama(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss,
-             MatmulKind matmul)
-    : Model(cfg, llama_param_layout(cfg), precision, z_loss, matmul),
-      arena_(activation_floats(cfg, B, T)) {
+             AttentionKind attention, MatmulKind matmul)
+    : Model(cfg, llama_param_layout(cfg), precision, z_loss, attention, matmul),
+      arena_(activation_floats(cfg, B, T, attention)) {
   wt_ = llama_tensors(layout_, cfg.layers, w_.data());
   gt_ = llama_tensors(layout_, cfg.layers, g_.data());
   ArenaCarver arena(arena_.data());
-  carve_llama_activations(act_, arena, cfg, B, T);
+  carve_llama_activations(act_, arena, cfg, attention, B, T);
 }
 
 void Llama::layer_forward(int l, const float* res_in, int B, int T) {
@@ -145,7 +146,7 @@ void Llama::layer_forward(int l, const float* res_in, int B, int T) {
   rope_forward(act_.qr, act_.q, B, T, NH, C / NH, cfg_.rope_theta);
   rope_forward(act_.kr, act_.k, B, T, NH, C / NH, cfg_.rope_theta);
   pack_qkv(a.qkv, act_.qr, act_.kr, act_.v, N, C);
-  attention_forward(a.atty, a.att, a.qkv, B, T, C, NH);
+  attention_fwd(a.atty, a.att, a.qkv, B, T);
   linear_fwd(a.attproj, a.atty, w.wo, nullptr, N, C, C);
   residual_forward(a.res2, res_in, a.attproj, NC);
   rmsnorm_forward(a.rms2, a.rms2_rstd, a.res2, w.rms2w, N, C);
@@ -192,7 +193,7 @@ void Llama::layer_backward(int l, const float* res_in, float* dres, int B, int T
   residual_backward(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
   linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, N, C, C);
-  attention_backward(act_.dqkv, act_.dp, act_.datty, a.qkv, a.att, B, T, C, NH);
+  attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   unpack_qkv(act_.qr, act_.kr, act_.v, act_.dqkv, N, C);  // now dq, dk after RoPE, and dv
   zero(act_.q, NC), zero(act_.k, NC);
   rope_backward(act_.q, act_.qr, B, T, NH, C / NH, cfg_.rope_theta);

@@ -10,6 +10,8 @@
 #include "core/gpt2.h"
 #include "core/llama.h"
 #include "core/rng.h"
+#include "ops/attention.h"
+#include "ops/attention_fused.h"
 #include "ops/linear.h"
 #include "ops/loss.h"
 
@@ -28,10 +30,11 @@ size_t widen_elems(const ParamLayout& layout, Precision precision, MatmulKind ma
 }  // namespace
 
 Model::Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss,
-             MatmulKind matmul)
+             AttentionKind attention, MatmulKind matmul)
     : cfg_(cfg),
       layout_(std::move(layout)),
       precision_(precision),
+      attention_(attention),
       z_loss_(z_loss),
       w_(layout_.total()),
       g_(layout_.total()),
@@ -82,6 +85,23 @@ void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, con
   }
 }
 
+void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T) const {
+  if (attention_ == AttentionKind::kFused) {
+    attention_forward_fused(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
+  } else {
+    attention_forward(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
+  }
+}
+
+void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv,
+                          const float* out, const float* att, int B, int T) const {
+  if (attention_ == AttentionKind::kFused) {
+    attention_backward_fused(dqkv, dout, qkv, out, att, B, T, cfg_.channels, cfg_.heads);
+  } else {
+    attention_backward(dqkv, dp, dout, qkv, att, B, T, cfg_.channels, cfg_.heads);
+  }
+}
+
 float Model::mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                        int N) const {
   crossentropy_forward_backward(losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab,
@@ -95,9 +115,18 @@ ParamLayout param_layout(const ModelConfig& cfg) {
   return cfg.arch == Arch::kLlama ? llama_param_layout(cfg) : gpt2_param_layout(cfg);
 }
 
-size_t activation_floats(const ModelConfig& cfg, int B, int T) {
-  return cfg.arch == Arch::kLlama ? Llama::activation_floats(cfg, B, T)
-                                  : Gpt2::activation_floats(cfg, B, T);
+size_t attention_state_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T) {
+  const size_t rows = size_t(B) * cfg.heads * T;
+  return kind == AttentionKind::kFused ? rows : rows * T;
+}
+
+size_t attention_scratch_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T) {
+  return kind == AttentionKind::kFused ? 0 : size_t(B) * cfg.heads * T;
+}
+
+size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
+  return cfg.arch == Arch::kLlama ? Llama::activation_floats(cfg, B, T, attention)
+                                  : Gpt2::activation_floats(cfg, B, T, attention);
 }
 
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul) {
@@ -106,10 +135,11 @@ size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, Matmu
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, int B, int T, Precision precision,
-                                  float z_loss, MatmulKind matmul) {
-  if (cfg.arch == Arch::kLlama)
-    return std::make_unique<Llama>(cfg, B, T, precision, z_loss, matmul);
-  return std::make_unique<Gpt2>(cfg, B, T, precision, z_loss, matmul);
+                                  float z_loss, AttentionKind attention, MatmulKind matmul) {
+  if (cfg.arch == Arch::kLlama) {
+    return std::make_unique<Llama>(cfg, B, T, precision, z_loss, attention, matmul);
+  }
+  return std::make_unique<Gpt2>(cfg, B, T, precision, z_loss, attention, matmul);
 }
 
 }  // namespace reftrain

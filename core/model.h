@@ -24,6 +24,7 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const ParamLayout& layout() const { return layout_; }
   Precision precision() const { return precision_; }
+  AttentionKind attention() const { return attention_; }
   MatmulKind matmul() const { return matmul_.kind(); }
   float* weights() { return w_.data(); }
   const float* weights() const { return w_.data(); }
@@ -50,7 +51,7 @@ class Model {
 
  protected:
   Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss,
-        MatmulKind matmul);
+        AttentionKind attention, MatmulKind matmul);
 
   // A linear layer's products (ops/linear.h) with the model's matmul variant. The two that read
   // the weight (forward, backward-data) read w16 in mixed precision, widened to f32 as the
@@ -59,6 +60,13 @@ class Model {
                   int O) const;
   void linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                   const float* w, int N, int K, int O) const;
+  // Causal self-attention with the model's kernel. att is what the backward needs of the
+  // forward: lse [B,NH,T] (fused) or the probabilities [B,NH,T,T] (materialised, which also
+  // uses dp [B,NH,T] as scratch; the fused kernel ignores it). out is the forward's output.
+  void attention_fwd(float* out, float* att, const float* qkv, int B, int T) const;
+  void attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv, const float* out,
+                     const float* att, int B, int T) const;
+
   // Cross-entropy (+ z-loss) of every position with dlogits fused (scaled by 1/N), and the mean
   // of the per-position losses summed in position order.
   float mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
@@ -81,6 +89,7 @@ class Model {
   ModelConfig cfg_;
   ParamLayout layout_;
   Precision precision_;
+  AttentionKind attention_;
   float z_loss_;
   AlignedBuffer<float> w_, g_;
   AlignedBuffer<f16> w16_;
@@ -88,12 +97,18 @@ class Model {
 };
 
 ParamLayout param_layout(const ModelConfig& cfg);
+// Floats of one layer's saved attention state (att) and of the attention backward's scratch
+// (dp) for `kind` at (B, T).
+size_t attention_state_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T);
+size_t attention_scratch_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T);
 // Floats of activation arena a model of `cfg` needs at (B, T).
-size_t activation_floats(const ModelConfig& cfg, int B, int T);
+size_t activation_floats(const ModelConfig& cfg, int B, int T,
+                         AttentionKind attention = AttentionKind::kFused);
 // Bytes of the matmul workspace a model of `cfg` allocates (per thread, for the current
 // omp_get_max_threads()).
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul);
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, int B, int T, Precision precision,
-                                  float z_loss, MatmulKind matmul = MatmulKind::kBlocked);
+                                  float z_loss, AttentionKind attention = AttentionKind::kFused,
+                                  MatmulKind matmul = MatmulKind::kBlocked);
 
 }  // namespace reftrain

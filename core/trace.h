@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace reftrain {
 
@@ -32,5 +33,21 @@ class TraceWriter {
   std::FILE* f_ = nullptr;
   std::string path_;
 };
+
+// A trace read back: the run line, then the step and val lines in file order. Lines of other
+// types are kept in `other` (later versions may add some); a reader ignores what it does not know.
+struct Trace {
+  std::string path;
+  Json run;                 // the first line
+  std::vector<Json> steps;  // {"type": "step", "step": k, "loss": x, ...}, k strictly increasing
+  std::vector<Json> vals;   // {"type": "val", "step": k, "val_loss": x}
+  std::vector<Json> other;
+};
+
+// Reads and validates a JSONL trace: every line a JSON object with a string "type", the first
+// of type "run", each step/val line with an integer "step" ≥ 0 and a number (or null, which is
+// how JSON writes a NaN or infinite loss) for "loss"/"val_loss", step numbers strictly
+// increasing. A bad file is an input error "PATH:LINE: problem".
+Trace read_trace(const std::string& path);
 
 }  // namespace reftrain

@@ -35,7 +35,8 @@ struct MemoryEstimate {
   size_t total() const { return param_bytes + arena_bytes; }
 };
 MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision,
-                               Optimizer optimizer, MatmulKind matmul = MatmulKind::kBlocked);
+                               Optimizer optimizer, AttentionKind attention = AttentionKind::kFused,
+                               MatmulKind matmul = MatmulKind::kBlocked);
 
 class Trainer {
  public:

@@ -3,6 +3,7 @@
 // the spelling lives in one place.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
@@ -51,6 +52,12 @@ Batch<T> fma(const Batch<T>& a, const Batch<T>& b, const Batch<T>& c) {
 #else
   static_assert(sizeof(T) == 0, "simd::fma needs FMA (build for x86-64-v3 or newer)");
 #endif
+}
+inline float fma(float a, float b, float c) {
+  return std::fma(a, b, c);
+}
+inline double fma(double a, double b, double c) {
+  return std::fma(a, b, c);
 }
 
 // Batch<double>::size consecutive floats from p (unaligned), each widened to double (exact: every

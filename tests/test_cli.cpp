@@ -139,6 +139,11 @@ TEST_F(CliTest, UnknownMatmulIsUsageError) {
   expect_user_error("train --preset tiny --matmul blas --data " + text_, 2, "--matmul");
 }
 
+TEST_F(CliTest, UnknownAttentionIsUsageError) {
+  expect_user_error("train --preset tiny --attention flash --data " + text_, 2,
+                    "--attention: flash not in {fused,materialised}");
+}
+
 TEST_F(CliTest, ZeroThreadsIsUsageError) {
   expect_user_error("train --preset tiny --threads 0 --data " + text_, 2, "--threads");
 }
@@ -427,6 +432,32 @@ TEST_F(CliTest, MatmulVariantsGiveIdenticalTraces) {
   }
 }
 
+// The materialised reference attention: the same bits for any thread count too, and the same
+// training as the fused kernel up to rounding. The first step's loss is computed before any
+// update, so the two differ only by float rounding in attention (~1e-7 relative); later steps
+// drift apart as rounding differences feed through AdamW (measured ~1e-5 after 20 steps): 1e-3.
+TEST_F(CliTest, MaterialisedAttentionIsDeterministicAndTracksFused) {
+  std::vector<std::string> traces;
+  for (const char* run : {"materialised --threads 1", "materialised --threads 2", "fused"}) {
+    traces.push_back(dir_.file("att" + std::to_string(traces.size()) + ".jsonl"));
+    const CommandResult r = run_reftrain("train --preset tiny --steps 20 --data " + text_ +
+                                         " --trace " + traces.back() + " --attention " + run);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  expect_same_trace(traces[0], traces[1]);
+  const std::vector<json> mat = read_trace(traces[0]), fused = read_trace(traces[2]);
+  EXPECT_EQ(mat[0]["train"]["attention"], "materialised");
+  EXPECT_EQ(fused[0]["train"]["attention"], "fused");
+  int steps = 0;
+  for (size_t i = 1; i < mat.size() && i < fused.size(); ++i) {
+    if (mat[i].value("type", "") != "step") continue;
+    const double a = mat[i]["loss"].get<double>(), b = fused[i]["loss"].get<double>();
+    EXPECT_NEAR(a, b, (mat[i]["step"] == 1 ? 1e-6 : 1e-3) * std::abs(a)) << mat[i].dump();
+    ++steps;
+  }
+  EXPECT_EQ(steps, 20);
+}
+
 TEST_F(CliTest, TraceIsIdenticalRunToRun) {
   const std::string a = dir_.file("a.jsonl"), b = dir_.file("b.jsonl");
   for (const std::string& t : {a, b}) {
@@ -542,12 +573,16 @@ TEST_F(CliTest, AdamW8bitTracksFp32State) {
 
 // The peak resident memory of a run, less what the process held before the model was built,
 // agrees with estimate_memory() (what `reftrain presets` prints) within 10 %, for every
-// optimizer and precision. laptop, so that the model's buffers dominate the measurement.
+// optimizer, precision and attention kind. laptop, so that the model's buffers dominate the
+// measurement.
 TEST_F(CliTest, PeakMemoryMatchesEstimate) {
   for (const char* combo :
        {"--optimizer adamw --precision fp32", "--optimizer adamw --precision mixed",
         "--optimizer adamw8bit --precision fp32", "--optimizer adamw8bit --precision mixed",
         "--matmul eigen --precision mixed"}) {
+}
+
+        "--optimizer adamw --precision fp32 --attention materialised"}) {
     SCOPED_TRACE(combo);
     const std::string trace = dir_.file("mem.jsonl");
     const CommandResult r =

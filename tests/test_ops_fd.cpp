@@ -623,24 +623,6 @@ TEST(Attention, CausalRowsSumToOneFloat) {
   check_causal<float>(0x1p-23);
 }
 
-// A buffer between guard zones of sentinel values, to catch writes outside it.
-constexpr size_t kGuard = 64;
-constexpr double kSentinel = -777.25;
-struct Guarded {
-  std::vector<double> buf;
-  size_t n;
-  Guarded(size_t size, double fill) : buf(size + 2 * kGuard, kSentinel), n(size) {
-    std::fill(buf.begin() + kGuard, buf.begin() + kGuard + n, fill);
-  }
-  double* data() { return buf.data() + kGuard; }
-  bool guards_intact() const {
-    for (size_t i = 0; i < kGuard; ++i) {
-      if (buf[i] != kSentinel || buf[kGuard + n + i] != kSentinel) return false;
-    }
-    return true;
-  }
-};
-
 // The backward's contract: it reads dout, qkv and att, accumulates into dqkv and uses
 // dp_scratch [B,NH,T]; it writes nothing else and nothing outside those buffers. Every buffer
 // sits between guard zones of sentinel values.

@@ -58,9 +58,7 @@ nlohmann::json config_json(const ModelConfig& m, float z_loss) {
   return j;
 }
 
-std::string python_script(const std::string& name) {
-  return std::string(REFTRAIN_TORCH_PYTHON) + " " REFTRAIN_SOURCE_DIR "/tests/torch/" + name;
-}
+using testing::python_script;
 
 struct Oracle {
   double loss;
@@ -106,11 +104,13 @@ Oracle run_mirror(const TempDir& dir, const Model& model, const std::vector<int3
 struct ParityCase {
   Arch arch;
   Precision precision;
-  MatmulKind matmul;
+  MatmulKind matmul = MatmulKind::kBlocked;
+  AttentionKind attention = AttentionKind::kFused;
 };
 
 void PrintTo(const ParityCase& c, std::ostream* os) {
-  *os << arch_name(c.arch) << "/" << precision_name(c.precision) << "/" << matmul_name(c.matmul);
+  *os << arch_name(c.arch) << "/" << precision_name(c.precision) << "/" << matmul_name(c.matmul)
+      << "/" << attention_name(c.attention);
 }
 
 class TorchParity : public ::testing::TestWithParam<ParityCase> {
@@ -129,7 +129,7 @@ class TorchParity : public ::testing::TestWithParam<ParityCase> {
   }
   std::unique_ptr<Model> fresh_model() const {
     auto m = make_model(model_cfg_, train_.batch, train_.seq, train_.precision, train_.z_loss,
-                        GetParam().matmul);
+                        GetParam().attention, GetParam().matmul);
     m->init_weights(42);
     return m;
   }
@@ -190,7 +190,8 @@ TEST_P(TorchParity, LossGradientsAndTenAdamWSteps) {
 }
 
 // Both families in both precisions with the default (blocked) and the naive matmul; tiled and
-// eigen on one fp32 and one mixed case each.
+// eigen on one fp32 and one mixed case each; all with the fused attention (the default), and the
+// materialised reference attention in fp32 for both families.
 INSTANTIATE_TEST_SUITE_P(
     Families, TorchParity,
     ::testing::Values(ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kBlocked},
@@ -204,10 +205,19 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kTiled},
                       ParityCase{Arch::kLlama, Precision::kMixed, MatmulKind::kTiled},
                       ParityCase{Arch::kGpt2, Precision::kMixed, MatmulKind::kEigen},
-                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kEigen}),
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kEigen},
+                      ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kBlocked,
+                                 AttentionKind::kMaterialised},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kBlocked,
+                                 AttentionKind::kMaterialised}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
-      return std::string(arch_name(info.param.arch)) + "_" + precision_name(info.param.precision) +
-             "_" + matmul_name(info.param.matmul);
+      std::string name = std::string(arch_name(info.param.arch)) + "_" +
+                         precision_name(info.param.precision) + "_" +
+                         matmul_name(info.param.matmul);
+      if (info.param.attention != AttentionKind::kFused) {
+        name += std::string("_") + attention_name(info.param.attention);
+      }
+      return name;
     });
 
 // RoPE alone against an HF-style rotate_half implementation (tests/torch/rope_check.py): the
