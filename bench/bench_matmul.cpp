@@ -1,29 +1,34 @@
 // The matmul family (ops/matmul.h) against its ceiling and its peers, in one run:
-//   - fma_peak: a loop of independent fused multiply-adds on SIMD registers, the FMA ceiling in
-//     GFLOP/s (per thread × threads);
+//   - fma_peak: bench/fma_peak.h's independent FMA chains on every thread, the ceiling in GFLOP/s;
 //   - every variant (naive, tiled, blocked, eigen) and OpenBLAS's cblas_sgemm on the three
 //     products of a linear layer: fwd Y = X·Wᵀ + b, bwd_data dX += dY·W, bwd_weight dW += dYᵀ·X,
 //     at cubes 256..2048 and at the training shapes of `baby` (B=8, T=256: M = 2048) and
 //     `gpt2-124m` (B=4, T=64: M = 256).
-// Counters: GFLOP/s (2·M·N·K per product) and pct_peak, the percentage of the measured FMA peak
-// of the same number of threads. OpenBLAS gets no bias in fwd (it cannot fuse one); ours adds it.
+// Counters: GFLOP/s (2·M·N·K per product, from wall time) and pct_peak, the percentage of the
+// FMA loop's GFLOP/s at the same thread count, measured once at start (the context line
+// fma_peak_gflops). OpenBLAS gets no bias in fwd (it cannot fuse one); ours adds it.
 //
-// Threads: each benchmark runs on 1 thread and on all (omp_get_max_threads(), i.e.
-// OMP_NUM_THREADS or every core). reftrain's variants are told the count (Matmul(kind, t) and
-// omp_set_num_threads); OpenBLAS through openblas_set_num_threads (Debian's libopenblas-dev,
-// the pthread build). naive runs only where a product is ≤ 2.5 GFLOP (it takes seconds).
+// Threads: --threads=1,2 runs every benchmark at 1 and at 2 threads; without it, at
+// omp_get_max_threads() (OMP_NUM_THREADS, or every core) alone, which is how bench/run_all.sh
+// calls it once per count. reftrain's variants get the count through Matmul(kind, t) and
+// omp_set_num_threads; OpenBLAS (Debian's libopenblas-dev: the pthread build, its own thread
+// pool) through openblas_set_num_threads. naive runs only where a product is ≤ 2.5 GFLOP.
 //
-//   ./build/bench/bench_matmul --benchmark_repetitions=3 --benchmark_filter=blocked
+//   ./build/bench/bench_matmul --threads=1,2 --benchmark_repetitions=3 --benchmark_filter=blas
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "bench/fma_peak.h"
 #include "ops/linear.h"
 #include "simd/simd.h"
 
@@ -32,43 +37,37 @@ namespace {
 using reftrain::Matmul;
 using reftrain::MatmulKind;
 
-// GFLOP/s of `threads` threads each running independent FMA chains for a while.
+// GFLOP/s of `threads` threads running bench/fma_peak.h's independent FMA chains at once, the
+// best of three runs of about 20 ms each.
 double fma_gflops(int threads) {
-  using B = reftrain::simd::Batch<float>;
-  constexpr int kChains = 12;  // ≥ FMA latency × FMA units: the unit never waits
-  constexpr long kIters = 20'000'000;
-  const auto t0 = std::chrono::steady_clock::now();
-#pragma omp parallel num_threads(threads)
-  {
-    B acc[kChains];
-    for (int c = 0; c < kChains; ++c) acc[c] = B(float(c) * 1e-3f);
-    const B x(0.999999f), y(1e-7f);
-    for (long i = 0; i < kIters; ++i) {
-#pragma GCC unroll 12
-      for (int c = 0; c < kChains; ++c) acc[c] = reftrain::simd::fma(acc[c], x, y);
-    }
+  constexpr int64_t kIters = int64_t(1) << 22;
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
     float sink = 0;
-    for (int c = 0; c < kChains; ++c) sink += reftrain::simd::reduce_add(acc[c]);
+    const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel num_threads(threads) reduction(+ : sink)
+    sink += reftrain::bench::fma_chains(kIters, float(omp_get_thread_num()));
+    const std::chrono::duration<double> s = std::chrono::steady_clock::now() - t0;
     benchmark::DoNotOptimize(sink);
+    best = std::max(best, reftrain::bench::fma_chain_flops(kIters) * threads / s.count() / 1e9);
   }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return 2.0 * B::size * kChains * double(kIters) * threads / s / 1e9;
+  return best;
 }
 
-double g_peak_per_thread = 0;  // measured once in main, GFLOP/s
+std::map<int, double> g_peak;  // GFLOP/s of the FMA loop at each thread count, measured in main
 
 void set_counters(benchmark::State& s, double flops, int threads) {
-  const double rate = flops * double(s.iterations());
-  s.counters["GFLOP/s"] = benchmark::Counter(rate / 1e9, benchmark::Counter::kIsRate);
-  s.counters["pct_peak"] = benchmark::Counter(rate / 1e9 * 100.0 / (g_peak_per_thread * threads),
-                                              benchmark::Counter::kIsRate);
+  const double gflop = flops * double(s.iterations()) / 1e9;
+  s.counters["GFLOP/s"] = benchmark::Counter(gflop, benchmark::Counter::kIsRate);
+  s.counters["pct_peak"] =
+      benchmark::Counter(gflop * 100.0 / g_peak.at(threads), benchmark::Counter::kIsRate);
 }
 
 void BM_fma_peak(benchmark::State& s, int threads) {
   double best = 0;
   for (auto _ : s) best = std::max(best, fma_gflops(threads));
   s.counters["GFLOP/s"] = best;
-  s.counters["pct_peak"] = 100.0 * best / (g_peak_per_thread * threads);
+  s.counters["GFLOP/s_per_core"] = best / threads;
 }
 
 enum class Product { kFwd, kBwdData, kBwdWeight };
@@ -169,9 +168,7 @@ const std::vector<Shape>& shapes() {
   return v;
 }
 
-void register_all(int max_threads) {
-  std::vector<int> counts = {1};
-  if (max_threads > 1) counts.push_back(max_threads);
+void register_all(const std::vector<int>& counts) {
   const MatmulKind kinds[] = {MatmulKind::kNaive, MatmulKind::kTiled, MatmulKind::kBlocked,
                               MatmulKind::kEigen};
   for (int t : counts) {
@@ -202,16 +199,40 @@ void register_all(int max_threads) {
   }
 }
 
+// The thread counts to run: --threads=1,2 (taken out of argv before Google Benchmark sees it),
+// else omp_get_max_threads() alone (OMP_NUM_THREADS, or every core).
+std::vector<int> thread_counts(int* argc, char** argv) {
+  std::vector<int> counts;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--threads=", 0) != 0) continue;
+    for (size_t at = 10; at < arg.size();) {
+      const size_t comma = std::min(arg.find(',', at), arg.size());
+      counts.push_back(std::max(1, std::atoi(arg.substr(at, comma - at).c_str())));
+      at = comma + 1;
+    }
+    std::copy(argv + i + 1, argv + *argc, argv + i);
+    --*argc;
+    break;
+  }
+  if (counts.empty()) counts.push_back(omp_get_max_threads());
+  return counts;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::vector<int> counts = thread_counts(&argc, argv);
   benchmark::Initialize(&argc, argv);
-  const int max_threads = omp_get_max_threads();
-  g_peak_per_thread = fma_gflops(1);
-  std::printf("FMA peak, 1 thread: %.1f GFLOP/s (%s, %d-float vectors); threads: 1 and %d\n",
-              g_peak_per_thread, reftrain::simd::arch_name(),
-              int(reftrain::simd::Batch<float>::size), max_threads);
-  register_all(max_threads);
+  std::string peaks;
+  for (int t : counts) {
+    g_peak[t] = fma_gflops(t);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%d threads %.1f", peaks.empty() ? "" : ", ", t, g_peak[t]);
+    peaks += buf;
+  }
+  benchmark::AddCustomContext("fma_peak_gflops", peaks + " (" + reftrain::simd::arch_name() + ")");
+  register_all(counts);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -25,21 +25,8 @@
 #include "ops/matmul_kernels.h"
 #include "simd/simd.h"
 
-#ifdef __F16C__
+#if defined(__SSE__)
 #include <immintrin.h>
-#endif
-
-#ifndef MM_KC
-#define MM_KC 256
-#endif
-#ifndef MM_NC_BYTES
-#define MM_NC_BYTES (512 * 1024)
-#endif
-#ifndef MM_AVX2_MR
-#define MM_AVX2_MR 4
-#endif
-#ifndef MM_AVX2_NV
-#define MM_AVX2_NV 3
 #endif
 
 namespace reftrain::matmul_detail {
@@ -47,21 +34,23 @@ namespace reftrain::matmul_detail {
 namespace {
 
 // Register block and cache blocks per element type and ISA.
-//   AVX-512: 4 rows × 4 vectors = 16 accumulators (of 32 zmm); per k 4 loads and 4 broadcasts
-//     feed 16 FMAs, so the FMA unit, not the load ports, is the limit.
-//   AVX2 (16 ymm): 16 accumulators would leave no register for B; the shape was chosen by
-//     measurement (docs/kernels/03_linear.md).
-//   KC: a B micro-panel row is NR elements; the A micro-panel (KC×MR) sits in L1 while the
-//     packed B panel (KC×NC) is swept from L2.
+//   AVX-512 (32 zmm): 4 rows × 4 vectors = 16 accumulators; per k, 4 vector loads of B and 4
+//     broadcasts of A feed 16 FMAs, so the FMA unit, not the load ports, is the limit.
+//   AVX2 (16 ymm): 16 accumulators would leave no register for B. Measured on Zen 4 with the
+//     portable build (docs/kernels/03_linear.md): 6×2 (12 accumulators, BLIS's Haswell shape)
+//     and 4×3 reach OpenBLAS, 4×2 and 2×4 lose 5-15 %; 6×2 keeps NR = 16, which divides every
+//     training width (4×3's NR = 24 wastes 3 % of the lm_head's 256 columns).
+//   KC = 256: the A micro-panel (KC×MR) stays in L1 while the packed B panel (KC×NC, 512 KiB)
+//     is swept from L2 (1 MiB per core on Zen 4); each C tile is loaded and stored once per KC.
 template <typename T>
 struct Blocking {
   static constexpr int kLanes = int(simd::Batch<T>::size);
   static constexpr bool kAvx512 = kLanes * sizeof(T) == 64;
-  static constexpr int kMR = kAvx512 ? 4 : MM_AVX2_MR;
-  static constexpr int kNV = kAvx512 ? 4 : MM_AVX2_NV;
+  static constexpr int kMR = kAvx512 ? 4 : 6;
+  static constexpr int kNV = kAvx512 ? 4 : 2;
   static constexpr int kNR = kNV * kLanes;
-  static constexpr int kKC = MM_KC;
-  static constexpr int kNC = (MM_NC_BYTES / int(sizeof(T)) / MM_KC) / kNR * kNR;
+  static constexpr int kKC = 256;
+  static constexpr int kNC = (512 * 1024 / int(sizeof(T)) / kKC) / kNR * kNR;
 };
 
 constexpr size_t align64(size_t bytes) {
@@ -192,7 +181,19 @@ void pack_a(T* ap, const Gemm<T, BT>& g, int i0, int rows, int p0, int kc) {
   if (rows == MR) {
     const T* src[MR];
     for (int ii = 0; ii < MR; ++ii) src[ii] = g.a + size_t(i0 + ii) * g.lda + p0;
-    for (int p = 0; p < kc; ++p) {
+    int p = 0;
+#if defined(__SSE__)
+    if constexpr (std::is_same_v<T, float> && MR == 4) {  // 4×4 blocks through registers
+      for (; p + 4 <= kc; p += 4) {
+        __m128 r0 = _mm_loadu_ps(src[0] + p), r1 = _mm_loadu_ps(src[1] + p);
+        __m128 r2 = _mm_loadu_ps(src[2] + p), r3 = _mm_loadu_ps(src[3] + p);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_store_ps(ap + p * 4, r0), _mm_store_ps(ap + p * 4 + 4, r1);
+        _mm_store_ps(ap + p * 4 + 8, r2), _mm_store_ps(ap + p * 4 + 12, r3);
+      }
+    }
+#endif
+    for (; p < kc; ++p) {
 #pragma GCC unroll 8
       for (int ii = 0; ii < MR; ++ii) ap[p * MR + ii] = src[ii][p];
     }

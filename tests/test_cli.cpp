@@ -135,6 +135,10 @@ TEST_F(CliTest, UnknownFlagIsUsageError) {
   expect_user_error("train --preset tiny --no-such-flag 3 --data " + text_, 2, "--no-such-flag");
 }
 
+TEST_F(CliTest, UnknownMatmulIsUsageError) {
+  expect_user_error("train --preset tiny --matmul blas --data " + text_, 2, "--matmul");
+}
+
 TEST_F(CliTest, UnknownAttentionIsUsageError) {
   expect_user_error("train --preset tiny --attention flash --data " + text_, 2,
                     "--attention: flash not in {fused,materialised}");
@@ -309,7 +313,7 @@ TEST(CliHelp, TrainHelpListsOptions) {
   const CommandResult r = run_reftrain("train --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const char* opt : {"--preset", "--data", "--data-tokens", "--init-from", "--trace",
-                          "--steps", "--seq", "--lr", "--threads"}) {
+                          "--steps", "--seq", "--lr", "--threads", "--matmul"}) {
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt << " missing from:\n" << r.output;
   }
 }
@@ -391,6 +395,40 @@ TEST_F(CliTest, LlamaTraceIsIdenticalAcrossThreadCounts) {
       ASSERT_EQ(r.exit_code, 0) << r.output;
     }
     expect_same_trace(traces[0], traces[1]);
+  }
+}
+
+// naive, tiled and blocked compute every product with the same FMA chains: the same trace, bit
+// for bit (but for the run line's "matmul"), in both families and both precisions. eigen sums in
+// its own order: its trace is its own, the same for any thread count, and near the others'.
+TEST_F(CliTest, MatmulVariantsGiveIdenticalTraces) {
+  for (const char* run : {"--preset tiny", "--preset llama-tiny --precision mixed"}) {
+    SCOPED_TRACE(run);
+    auto trace_of = [&](const std::string& matmul, int threads) {
+      const std::string t = dir_.file(matmul + std::to_string(threads) + ".jsonl");
+      const CommandResult r =
+          run_reftrain("train " + std::string(run) + " --steps 12 --matmul " + matmul +
+                       " --threads " + std::to_string(threads) + " --data " + text_ +
+                       " --trace " + t);
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      std::vector<json> lines = trace_without_ms(t);
+      EXPECT_EQ(lines.at(0)["train"]["matmul"], matmul);
+      lines.at(0)["train"].erase("matmul");
+      return lines;
+    };
+    const std::vector<json> blocked = trace_of("blocked", 2);
+    EXPECT_EQ(trace_of("naive", 2), blocked);
+    EXPECT_EQ(trace_of("tiled", 1), blocked);
+    const std::vector<json> eigen = trace_of("eigen", 2);
+    EXPECT_EQ(trace_of("eigen", 1), eigen);
+    ASSERT_EQ(eigen.size(), blocked.size());
+    for (size_t i = 1; i < eigen.size(); ++i) {
+      if (eigen[i]["type"] != "step") continue;
+      // 1e-4 relative: a dozen steps of fp32 reordering noise stay near 1e-6; a wrong product
+      // moves the loss by 1e-2 or more.
+      const double a = eigen[i]["loss"].get<double>(), b = blocked[i]["loss"].get<double>();
+      EXPECT_NEAR(a, b, 1e-4 * std::abs(b)) << "line " << i + 1;
+    }
   }
 }
 
@@ -541,7 +579,8 @@ TEST_F(CliTest, PeakMemoryMatchesEstimate) {
   for (const char* combo :
        {"--optimizer adamw --precision fp32", "--optimizer adamw --precision mixed",
         "--optimizer adamw8bit --precision fp32", "--optimizer adamw8bit --precision mixed",
-        "--optimizer adamw --precision fp32 --attention materialised"}) {
+        "--optimizer adamw --precision fp32 --attention materialised",
+        "--matmul eigen --precision mixed"}) {
     SCOPED_TRACE(combo);
     const std::string trace = dir_.file("mem.jsonl");
     const CommandResult r =
@@ -589,6 +628,7 @@ TEST_F(CliTest, TraceRecordsArchitectureAndRope) {
   EXPECT_EQ(g["train"]["z_loss"], 0.0);
   EXPECT_EQ(g["train"]["precision"], "fp32");
   EXPECT_EQ(g["optimizer"]["name"], "adamw");
+  EXPECT_EQ(g["train"]["matmul"], "blocked");
 }
 
 TEST_F(CliTest, TraceFormat) {
