@@ -248,16 +248,23 @@ Tolerance mirror_tolerance() {
               "value between two f16s); 0 on a device that rounds to nearest even");
 }
 
+// The step number reftrain's kernels take; a GPU reads bias = (β1^t, β2^t, ε, 0) instead.
+Binding step_binding() {
+  Binding t = input("t", "i32", "[1]");
+  t.wgsl = "(not bound: the host turns t into bias)";
+  return t;
+}
+
 // Seed 004's bindings in order; the tensors keep the short names (w, g, m, v, ...), "wgsl" names
 // the seed's variable: m_buf, v_buf, and a _mp suffix on every name of adamw_update_f16.
 std::vector<Binding> adamw_bindings(const std::string& sfx) {
-  std::vector<Binding> b = {inout("w", "f32", "[size]"),       inout("g", "f32", "[size]"),
-                            inout("m", "f32", "[size]"),       inout("v", "f32", "[size]"),
-                            input("grad_stats", "f32", "[2]"), scalar("size"),
-                            input("hp", "f32", "[4]"),         input("bias", "f32", "[4]")};
+  std::vector<Binding> b = {
+      inout("w", "f32", "[size]"), inout("g", "f32", "[size]"),       inout("m", "f32", "[size]"),
+      inout("v", "f32", "[size]"), input("grad_stats", "f32", "[2]"), scalar("size"),
+      input("hp", "f32", "[4]"),   input("bias", "f32", "[4]"),       step_binding()};
   for (Binding& x : b) {
     const std::string base = x.name == "m" ? "m_buf" : x.name == "v" ? "v_buf" : x.name;
-    if (base + sfx != x.name) x.wgsl = base + sfx;
+    if (x.name != "t" && base + sfx != x.name) x.wgsl = base + sfx;
   }
   return b;
 }
@@ -361,7 +368,7 @@ void add_optim_kernels(std::vector<KernelSpec>& v) {
        inout("v_packed", "u8 (u32 words)", "[4·ceil(size/4)]"),
        inout("m_scale", "f32", "[ceil(size/256)]"), inout("v_scale", "f32", "[ceil(size/256)]"),
        input("grad_stats", "f32", "[2]"), scalar("size"), input("hp", "f32", "[4]"),
-       input("bias", "f32", "[4]")},
+       input("bias", "f32", "[4]"), step_binding()},
       make_adamw_8bit, run_adamw_8bit);
   const Tolerance codes = close(0, 1,
                                 "one code step where a quotient lands on a rounding boundary; m "

@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "core/compare.h"
 #include "core/error.h"
 #include "core/model.h"
 #include "core/safetensors.h"
@@ -138,6 +139,21 @@ double z_loss_part(const float* logits, int N, int V, int Vp, float z) {
   return double(z) * sum / N;
 }
 
+// What `reftrain compare` allows a result's debug state by default: NMSE ≤ 1e-9 for the
+// logits, the loss and every gradient; the token ids exactly.
+Json debug_state_tolerances(const SafetensorsFile& f) {
+  Tolerance t;
+  t.allclose = false, t.max_nmse = 1e-9;
+  t.why =
+      "fp32 in another summation order: the CPU PyTorch replay measures NMSE <= 3e-13 "
+      "(docs/parity.md); TF32 or f16 matmuls (~1e-6) fail it, as they should";
+  Json j = Json::object();
+  for (const auto& kv : f.tensors) {
+    if (kv.second.dtype == DType::kF32) j[kv.first] = t.to_json();
+  }
+  return j;
+}
+
 // Step 1's gradients, recomputed on a model that starts from the same weights and sees the same
 // batch (the trainer's own are zeroed by its update), with the logits and the loss.
 void write_debug_state(const ModelConfig& cfg, const std::vector<float>& w0, const Trainer& trainer,
@@ -160,6 +176,7 @@ void write_debug_state(const ModelConfig& cfg, const std::vector<float>& w0, con
     f.add("grad." + p.name, DType::kF32, std::vector<int64_t>(p.shape.begin(), p.shape.end()),
           m->grads() + p.offset);
   }
+  f.metadata["tolerances"] = debug_state_tolerances(f).dump();
   f.metadata["format"] = "reftrain-golden-debug-state";
   f.metadata["step"] = "1";
   f.metadata["note"] = "gradients of step 1's loss at the initial weights, before clipping";
