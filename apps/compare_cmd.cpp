@@ -62,12 +62,6 @@ std::string format(const char* fmt, double v) {
   return buf;
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 // The tolerance of tensor `name`: the command line's when given; else the one the reference
 // file states in its "tolerances" metadata (kernel fixtures), exact for tensors it does not
 // list; else the default.

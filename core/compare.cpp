@@ -77,12 +77,6 @@ double abs_diff(double r, double x) {
   return std::abs(x - r);
 }
 
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
 // Fraction of a limit used: 0/0 = 0, x/0 = ∞.
 double fraction(double value, double limit) {
   if (value == 0) return 0;
@@ -90,6 +84,12 @@ double fraction(double value, double limit) {
 }
 
 }  // namespace
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  return r + "]";
+}
 
 Tolerance Tolerance::exact() {
   Tolerance t;

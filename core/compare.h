@@ -46,6 +46,9 @@ struct TensorDiff {
   bool pass = true;
 };
 
+// "[2,8,16]"
+std::string shape_text(const std::vector<int64_t>& shape);
+
 // Input error when the shapes differ or one tensor is an integer type and the other a float.
 TensorDiff compare_tensor(const std::string& name, const SafeTensor& ref, const SafeTensor& got,
                           const Tolerance& tol);

@@ -119,6 +119,27 @@ TEST(GoldenRun, InitLayoutAndDebugStateAreTheModels) {
   }
 }
 
+TEST(GoldenCli, BadArgumentsAreUsageErrorsAndAdamW8bitRuns) {
+  TempDir dir;
+  const std::string out = " --out " + dir.file("x");
+  EXPECT_EQ(testing::run_reftrain("golden run --preset nope" + out).exit_code, 2);
+  EXPECT_EQ(testing::run_reftrain("golden run --preset tiny").exit_code, 2);  // no --out
+  EXPECT_EQ(testing::run_reftrain("golden run --preset tiny --steps 0" + out).exit_code, 2);
+  EXPECT_EQ(testing::run_reftrain("golden run --preset tiny --seed -1" + out).exit_code, 2);
+  EXPECT_EQ(
+      testing::run_reftrain("golden run --preset tiny --data " + dir.file("none") + out).exit_code,
+      1);
+  EXPECT_EQ(testing::run_reftrain("golden").exit_code, 2);
+  const std::string eight =
+      golden_run(dir, "eight", "--preset tiny --steps 2 --optimizer adamw8bit");
+  EXPECT_EQ(read_trace(eight + "/trace.jsonl").steps.size(), 2u);
+  // The replay covers adamw only, and says so.
+  const testing::CommandResult r =
+      testing::run_command(python("replay.py " + eight + " --out " + dir.file("r")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("adamw runs only"), std::string::npos) << r.output;
+}
+
 class GoldenKernels : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {

@@ -191,7 +191,10 @@ def main():
     a = ap.parse_args()
     if a.device.startswith("cuda") and not torch.cuda.is_available():
         sys.exit("error: --device cuda but torch.cuda.is_available() is False")
-    steps = replay(a)
+    try:
+        steps = replay(a)
+    except (ValueError, KeyError, OSError) as e:
+        sys.exit(f"error: {e}")
     print(f"replayed {steps} steps of {a.golden} on {a.device} ({a.dtype}, tf32 {a.tf32}) -> {a.out}")
 
 
