@@ -17,6 +17,9 @@ namespace {
 
 using namespace fixture;
 
+const char* const kSeed000 = "000_0d0944923f99234f.txt";
+const char* const kSeed004 = "004_ebfe072bf2a522fd.txt";
+
 // ---- casts -------------------------------------------------------------------------------
 
 // Values each f32 → f16 rule must get right: saturation (65504 is the largest f16; 65520 would
@@ -269,80 +272,64 @@ std::vector<Binding> adamw_bindings(const std::string& sfx) {
   return b;
 }
 
+// A kernel whose seed documents its WGSL bindings: the entry point is the kernel's name, and it
+// exists in float only.
+KernelSpec seed_kernel(std::string name, std::string file, std::string seed, std::string math,
+                       std::vector<Binding> bindings, std::map<std::string, Tolerance> tolerances,
+                       std::vector<std::string> cases, Json (*make)(FixtureGen&, const KernelDims&),
+                       void (*run)(FixtureIo<float>&, const KernelDims&)) {
+  return {name,
+          Family::kBoth,
+          std::move(file),
+          name,
+          std::move(seed),
+          std::move(math),
+          std::move(bindings),
+          std::move(tolerances),
+          std::move(cases),
+          make,
+          run,
+          nullptr};
+}
+
 KernelSpec adamw_spec(std::string name, std::string math, std::vector<Binding> bindings,
                       Json (*make)(FixtureGen&, const KernelDims&),
                       void (*run)(FixtureIo<float>&, const KernelDims&)) {
-  KernelSpec k{name,
-               Family::kBoth,
-               "12_optimizer.wgsl",
-               name,
-               "004_ebfe072bf2a522fd.txt",
-               std::move(math),
-               std::move(bindings),
-               {},
-               {"small", "awkward", "nonfinite"},
-               make,
-               run,
-               nullptr};
-  k.tolerances = {{"w", weight_tolerance()}, {"g", zero_gradient()}};
-  return k;
+  return seed_kernel(std::move(name), "12_optimizer.wgsl", kSeed004, std::move(math),
+                     std::move(bindings), {{"w", weight_tolerance()}, {"g", zero_gradient()}},
+                     {"small", "awkward", "nonfinite"}, make, run);
 }
 
-}  // namespace
+void add_cast_kernels(std::vector<KernelSpec>& v) {
+  v.push_back(seed_kernel("cast_f32_to_f16", "08_cast.wgsl", kSeed000,
+                          "dst = f16(clamp(src, −65504, 65504)), round to nearest, ties to even",
+                          {input("src", "f32", "[n]"), output("dst", "f16", "[n]"), scalar("n")},
+                          {{"dst", mirror_tolerance()}}, {"small", "awkward"}, make_cast_f32_to_f16,
+                          run_cast_f32_to_f16));
+  v.push_back(seed_kernel("cast_f16_to_f32", "08_cast.wgsl", kSeed000, "dst = f32(src), exact",
+                          {input("src", "f16", "[n]"), output("dst", "f32", "[n]"), scalar("n")},
+                          {{"dst", ulps(0, "every f16 is an f32: the widening is exact")}},
+                          {"small", "awkward"}, make_cast_f16_to_f32, run_cast_f16_to_f32));
+}
 
-void add_optim_kernels(std::vector<KernelSpec>& v) {
-  const std::string seed000 = "000_0d0944923f99234f.txt", seed004 = "004_ebfe072bf2a522fd.txt";
-  v.push_back({"cast_f32_to_f16",
-               Family::kBoth,
-               "08_cast.wgsl",
-               "cast_f32_to_f16",
-               seed000,
-               "dst = f16(clamp(src, −65504, 65504)), round to nearest, ties to even",
-               {input("src", "f32", "[n]"), output("dst", "f16", "[n]"), scalar("n")},
-               {{"dst", mirror_tolerance()}},
-               {"small", "awkward"},
-               make_cast_f32_to_f16,
-               run_cast_f32_to_f16,
-               nullptr});
-  v.push_back({"cast_f16_to_f32",
-               Family::kBoth,
-               "08_cast.wgsl",
-               "cast_f16_to_f32",
-               seed000,
-               "dst = f32(src), exact",
-               {input("src", "f16", "[n]"), output("dst", "f32", "[n]"), scalar("n")},
-               {{"dst", ulps(0, "every f16 is an f32: the widening is exact")}},
-               {"small", "awkward"},
-               make_cast_f16_to_f32,
-               run_cast_f16_to_f32,
-               nullptr});
-  v.push_back({"reduce_norm_sq",
-               Family::kBoth,
-               "12_optimizer.wgsl",
-               "reduce_norm_sq",
-               seed004,
-               "result = Σ data² over finite data (reftrain sums in double, rounds once)",
-               {input("data", "f32", "[n]"), output("result", "f32", "[1]"), scalar("n")},
-               {{"result", close(1e-5, 0,
-                                 "an f32 tree plus atomic adds err by ~log2(n)·2^-24 and a few "
-                                 "ulps per workgroup: 1e-5 holds to n ~ 1e6")}},
-               {"small", "awkward", "nonfinite"},
-               make_reduce_norm_sq,
-               run_reduce_norm_sq,
-               nullptr});
-  v.push_back({"finalize_grad_stats",
-               Family::kBoth,
-               "12_optimizer.wgsl",
-               "finalize_grad_stats",
-               seed004,
-               "grad_norm = √norm_sq; clip = min(1, max_norm / max(grad_norm, 1e-6))",
-               {input("norm_sq", "f32", "[1]"), output("grad_stats", "f32", "[2]"),
-                scalar("max_norm", "f32")},
-               {{"grad_stats", ulps(4, "one √ and one ÷ (WGSL: ÷ within 2.5 ulp)")}},
-               {"small", "awkward"},
-               make_finalize_grad_stats,
-               run_finalize_grad_stats,
-               nullptr});
+void add_grad_norm_kernels(std::vector<KernelSpec>& v) {
+  v.push_back(seed_kernel(
+      "reduce_norm_sq", "12_optimizer.wgsl", kSeed004,
+      "result = Σ data² over finite data (reftrain sums in double, rounds once)",
+      {input("data", "f32", "[n]"), output("result", "f32", "[1]"), scalar("n")},
+      {{"result", close(1e-5, 0,
+                        "an f32 tree plus atomic adds err by ~log2(n)·2^-24 and a few ulps per "
+                        "workgroup: 1e-5 holds to n ~ 1e6")}},
+      {"small", "awkward", "nonfinite"}, make_reduce_norm_sq, run_reduce_norm_sq));
+  v.push_back(seed_kernel("finalize_grad_stats", "12_optimizer.wgsl", kSeed004,
+                          "grad_norm = √norm_sq; clip = min(1, max_norm / max(grad_norm, 1e-6))",
+                          {input("norm_sq", "f32", "[1]"), output("grad_stats", "f32", "[2]"),
+                           scalar("max_norm", "f32")},
+                          {{"grad_stats", ulps(4, "one √ and one ÷ (WGSL: ÷ within 2.5 ulp)")}},
+                          {"small", "awkward"}, make_finalize_grad_stats, run_finalize_grad_stats));
+}
+
+void add_adamw_kernels(std::vector<KernelSpec>& v) {
   KernelSpec a =
       adamw_spec("adamw_update",
                  "g' = isfinite(g) ? g·clip : 0; m = β1·m + (1−β1)·g'; v = β2·v + ((1−β2)·g')·g'; "
@@ -377,6 +364,14 @@ void add_optim_kernels(std::vector<KernelSpec>& v) {
   e.tolerances["m_scale"] = e.tolerances["v_scale"] =
       ulps(2, "absmax/127 or √vmax/255 of moments that may differ by an ulp");
   v.push_back(e);
+}
+
+}  // namespace
+
+void add_optim_kernels(std::vector<KernelSpec>& v) {
+  add_cast_kernels(v);
+  add_grad_norm_kernels(v);
+  add_adamw_kernels(v);
 }
 
 }  // namespace reftrain

@@ -237,8 +237,14 @@ TEST(GoldenFiles, LoadWithJsonAndNumpyOnly) {
   ASSERT_EQ(testing::run_reftrain("golden kernels --out " + dir.file("k")).exit_code, 0);
   const std::string g = golden_run(dir, "g", "--preset tiny --steps 3");
   const std::string l = golden_run(dir, "l", "--preset llama-tiny --steps 3 --precision mixed");
-  const std::string cmd =
-      python("golden_fixtures.py --kernels " + dir.file("k") + " --run " + g + " --run " + l);
+  // torch and the project's safetensors_io are made unimportable: the reader must not need them.
+  const std::string cmd = std::string(REFTRAIN_TORCH_PYTHON) +
+                          " -c \"import sys, runpy; sys.modules['torch'] = None; "
+                          "sys.modules['safetensors_io'] = None; sys.argv = ['golden_fixtures.py', "
+                          "'--kernels', '" +
+                          dir.file("k") + "', '--run', '" + g + "', '--run', '" + l +
+                          "']; runpy.run_path('" REFTRAIN_SOURCE_DIR
+                          "/tests/torch/golden_fixtures.py', run_name='__main__')\"";
   const testing::CommandResult r = testing::run_command(cmd);
   EXPECT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   EXPECT_NE(r.output.find("GOLDEN FIXTURES PASSED"), std::string::npos) << r.output;
