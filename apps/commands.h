@@ -12,5 +12,7 @@ using CommandRunner = std::function<int()>;
 CommandRunner add_train_command(CLI::App& app);
 CommandRunner add_presets_command(CLI::App& app);
 CommandRunner add_explain_command(CLI::App& app);
+CommandRunner add_golden_command(CLI::App& app);
+CommandRunner add_compare_command(CLI::App& app);
 
 }  // namespace reftrain

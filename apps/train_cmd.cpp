@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "core/config.h"
 #include "core/data.h"
@@ -33,18 +33,6 @@ struct TrainArgs {
   int threads = 0;
   std::map<std::string, CLI::Option*> given;
 };
-
-// CLI11 would wrap "-1" or 2^64 into a valid uint64 silently; accept only 0..2^64-1 as written.
-uint64_t parse_seed(const std::string& text) {
-  const bool digits = !text.empty() && text.size() <= 20 &&
-                      text.find_first_not_of("0123456789") == std::string::npos;
-  errno = 0;
-  const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
-  if (!digits || errno == ERANGE) {
-    throw usage_error("--seed " + text + " is not an integer in [0, 18446744073709551615]");
-  }
-  return v;
-}
 
 // Applies every option the user gave over the preset's values.
 TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {

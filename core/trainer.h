@@ -47,6 +47,9 @@ class Trainer {
   Model& model() { return *model_; }
   const Dataset& data() const { return data_; }
   const TrainConfig& train_config() const { return train_; }
+  // The batch the last step() or validate() filled: inputs and targets, [B,T] row-major each.
+  const std::vector<int32_t>& batch_inputs() const { return inputs_; }
+  const std::vector<int32_t>& batch_targets() const { return targets_; }
 
   // Step k (0-based): batch k, forward, backward, global-norm clip, AdamW on the wd and no-wd
   // ranges at t = k + 1 with lr from the schedule.
