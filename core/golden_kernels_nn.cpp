@@ -197,12 +197,19 @@ Json make_linear_forward(FixtureGen& g, const KernelDims& d) {
   return linear_params(d);
 }
 
+// The fixtures' linear products run the naive variant: the textbook loop, one FMA chain per
+// output (blocked and tiled give the same bits; ops/matmul.h).
+const Matmul& naive_matmul() {
+  static const Matmul mm(MatmulKind::kNaive, 1);
+  return mm;
+}
+
 template <typename T>
 void run_linear_forward(FixtureIo<T>& io, const KernelDims& d) {
   const int N = d.N(), K = d.C, O = d.F;
-  std::vector<T> out(size_t(N) * O), w_t(size_t(K) * O);
-  linear_forward(out.data(), io.get("inp").data(), io.get("w").data(), io.get("b").data(),
-                 w_t.data(), N, K, O);
+  std::vector<T> out(size_t(N) * O);
+  linear_forward(naive_matmul(), out.data(), io.get("inp").data(), io.get("w").data(),
+                 io.get("b").data(), N, K, O);
   io.put("out", {N, O}, out);
 }
 
@@ -217,21 +224,21 @@ Json make_linear_forward_f16(FixtureGen& g, const KernelDims& d) {
 // The mixed-precision forward: f32 activations times the fp16 mirror widened at load.
 void run_linear_forward_f16(FixtureIo<float>& io, const KernelDims& d) {
   const int N = d.N(), K = d.C, O = d.F;
-  std::vector<float> out(size_t(N) * O), w_t(size_t(K) * O);
+  std::vector<float> out(size_t(N) * O);
   const std::vector<uint16_t> bits = io.halves("w16");
   std::vector<f16> w16(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) w16[i] = f16_of(bits[i]);
-  linear_forward(out.data(), io.get("inp").data(), w16.data(), io.get("b").data(), w_t.data(), N, K,
-                 O);
+  linear_forward(naive_matmul(), out.data(), io.get("inp").data(), w16.data(), io.get("b").data(),
+                 N, K, O);
   io.put("out", {N, O}, out);
 }
 
 // The double instantiation has no f16 weight type: the widened mirror is the same values.
 void run_linear_forward_f16_f64(FixtureIo<double>& io, const KernelDims& d) {
   const int N = d.N(), K = d.C, O = d.F;
-  std::vector<double> out(size_t(N) * O), w_t(size_t(K) * O);
-  linear_forward(out.data(), io.get("inp").data(), widen<double>(io.halves("w16")).data(),
-                 io.get("b").data(), w_t.data(), N, K, O);
+  std::vector<double> out(size_t(N) * O);
+  linear_forward(naive_matmul(), out.data(), io.get("inp").data(),
+                 widen<double>(io.halves("w16")).data(), io.get("b").data(), N, K, O);
   io.put("out", {N, O}, out);
 }
 
@@ -247,8 +254,8 @@ template <typename T>
 void backward_data(FixtureIo<T>& io, const KernelDims& d, const std::vector<T>& w) {
   const int N = d.N(), K = d.C, O = d.F;
   std::vector<T> dinp = io.get("dinp_in"), dw(size_t(O) * K), inp(size_t(N) * K);
-  linear_backward(dinp.data(), dw.data(), static_cast<T*>(nullptr), io.get("dout").data(),
-                  inp.data(), w.data(), N, K, O);
+  linear_backward(naive_matmul(), dinp.data(), dw.data(), static_cast<T*>(nullptr),
+                  io.get("dout").data(), inp.data(), w.data(), N, K, O);
   io.put("dinp", {N, K}, dinp);
 }
 
@@ -284,8 +291,9 @@ template <typename T>
 void run_linear_backward_weight(FixtureIo<T>& io, const KernelDims& d) {
   const int N = d.N(), K = d.C, O = d.F;
   std::vector<T> dw = io.get("dw_in"), db = io.get("db_in");
-  linear_backward(static_cast<T*>(nullptr), dw.data(), db.data(), io.get("dout").data(),
-                  io.get("inp").data(), static_cast<const T*>(nullptr), N, K, O);
+  linear_backward(naive_matmul(), static_cast<T*>(nullptr), dw.data(), db.data(),
+                  io.get("dout").data(), io.get("inp").data(), static_cast<const T*>(nullptr), N, K,
+                  O);
   io.put("dw", {O, K}, dw);
   io.put("db", {O}, db);
 }
@@ -421,13 +429,13 @@ void add_linear_kernels(std::vector<KernelSpec>& v) {
       "linear_forward", Family::kBoth, "03_linear.wgsl",
       "out[r,o] = b[o] + Σ_k inp[r,k]·w[o,k] (llama: no bias, the same with b = 0)",
       {output("out", "f32", "[N,O]"), input("inp", "f32", "[N,K]"), input("w", "f32", "[O,K]"),
-       input("b", "f32", "[O]"), scratch("w_t", "[K,O]"), scalar("N"), scalar("K"), scalar("O")},
+       input("b", "f32", "[O]"), scalar("N"), scalar("K"), scalar("O")},
       make_linear_forward, REFTRAIN_RUN(run_linear_forward)));
   v.push_back(op_kernel(
       "linear_forward_f16", Family::kBoth, "03_linear.wgsl",
       "mixed precision: out[r,o] = b[o] + Σ_k inp[r,k]·f32(w16[o,k]) (the fp16 mirror widened)",
       {output("out", "f32", "[N,O]"), input("inp", "f32", "[N,K]"), input("w16", "f16", "[O,K]"),
-       input("b", "f32", "[O]"), scratch("w_t", "[K,O]"), scalar("N"), scalar("K"), scalar("O")},
+       input("b", "f32", "[O]"), scalar("N"), scalar("K"), scalar("O")},
       make_linear_forward_f16, run_linear_forward_f16, run_linear_forward_f16_f64));
   v.back().twin_entry = "linear_forward";
   v.push_back(op_kernel("linear_backward_data", Family::kBoth, "11_linear_backward.wgsl",
