@@ -28,11 +28,13 @@ using testing::TempDir;
 
 const std::string kText = REFTRAIN_SOURCE_DIR "/README.md";  // any text; both runs read the same
 
+// `data` is a --data file, or "" for the default corpus.
 std::string golden_run(const TempDir& dir, const std::string& name, const std::string& args,
-                       const std::string& env = "") {
+                       const std::string& env = "", const std::string& data = kText) {
   const std::string out = dir.file(name);
-  const testing::CommandResult r = testing::run_command(
-      env + " " REFTRAIN_BIN " golden run --data " + kText + " --out " + out + " " + args);
+  const std::string data_arg = data.empty() ? "" : " --data " + data;
+  const testing::CommandResult r = testing::run_command(env + " " REFTRAIN_BIN " golden run" +
+                                                        data_arg + " --out " + out + " " + args);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return out;
 }
@@ -263,7 +265,10 @@ void PrintTo(const ReplayCase& c, std::ostream* os) {
 
 class GoldenReplay : public ::testing::TestWithParam<ReplayCase> {};
 
-// 50 steps (the seed's gate) replayed in float32 PyTorch on the CPU from the golden files alone.
+// 50 steps (the seed's gate) replayed in float32 PyTorch on the CPU from the golden files alone,
+// on the default corpus (Debian's fortunes, fixed content) as in docs/parity.md. Not on README.md:
+// `tiny` at lr 3e-3 amplifies rounding at its loss spikes, and where a spike falls depends on the
+// text: after README edits a spike at step 50 took the drift to 1.8e-4.
 // Gate 1e-5 relative loss drift per step: the replay measures at most 2.1e-6 here (llama-tiny
 // mixed; 1.7e-7 in fp32; docs/parity.md), so 5x headroom, 5000x tighter than the seed's 5 %. The
 // debug state is held to its own NMSE 1e-9 (the replay measures <= 3e-13).
@@ -271,7 +276,8 @@ TEST_P(GoldenReplay, PassesCompare) {
   TempDir dir;
   const std::string golden = golden_run(dir, "golden",
                                         std::string("--preset ") + GetParam().preset +
-                                            " --steps 50 --precision " + GetParam().precision);
+                                            " --steps 50 --precision " + GetParam().precision,
+                                        "", "");
   const std::string cmd = python("replay.py " + golden + " --out " + dir.file("replay"));
   const testing::CommandResult r = testing::run_command(cmd);
   ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
