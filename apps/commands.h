@@ -3,9 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <cstdint>
 #include <functional>
-#include <string>
 
 namespace reftrain {
 
@@ -16,13 +14,7 @@ CommandRunner add_sample_command(CLI::App& app);
 CommandRunner add_plot_command(CLI::App& app);
 CommandRunner add_presets_command(CLI::App& app);
 CommandRunner add_explain_command(CLI::App& app);
-
-// A --seed value: 0 .. 2^64-1 written in decimal, a usage error otherwise (CLI11 alone would
-// wrap "-1" into a valid seed).
-uint64_t parse_seed(const std::string& text);
-
-// Prints each sampled token as soon as it is drawn, flushed: a text model's byte as it is, an
-// llm.c model's token id as " ID".
-std::function<void(int32_t)> token_printer(bool byte_tokens);
+CommandRunner add_golden_command(CLI::App& app);
+CommandRunner add_compare_command(CLI::App& app);
 
 }  // namespace reftrain

@@ -31,6 +31,12 @@ int main(int argc, char** argv) {
   CLI::App* explain =
       app.add_subcommand("explain", "walk one kernel's math on a tiny example, step by step");
   runners[explain] = add_explain_command(*explain);
+  CLI::App* golden =
+      app.add_subcommand("golden", "write golden runs and kernel fixtures for GPU parity tests");
+  runners[golden] = add_golden_command(*golden);
+  CLI::App* compare =
+      app.add_subcommand("compare", "compare a result with a golden trace, tensor file or run");
+  runners[compare] = add_compare_command(*compare);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -41,7 +47,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
-    if (what.empty()) what = "a subcommand is required: train, sample, plot, presets or explain";
+    if (what.empty()) {
+      what = "a subcommand is required: train, sample, plot, presets, explain, golden or compare";
+    }
     std::fprintf(stderr, "error: %s (see reftrain --help)\n", what.c_str());
     return kExitUsageError;
   }

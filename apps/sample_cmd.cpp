@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "core/checkpoint.h"
 #include "core/data.h"
@@ -13,17 +14,6 @@
 #include "core/sample.h"
 
 namespace reftrain {
-
-std::function<void(int32_t)> token_printer(bool byte_tokens) {
-  return [byte_tokens](int32_t token) {
-    if (byte_tokens) {
-      std::fputc(token, stdout);
-    } else {
-      std::printf(" %d", int(token));
-    }
-    std::fflush(stdout);
-  };
-}
 
 namespace {
 
@@ -60,7 +50,8 @@ int run_sample(const SampleArgs& a) {
   SampleOptions options = a.options;
   options.seed = a.seed_given->count() > 0 ? parse_seed(a.seed) : c.meta.train.seed;
   const TrainConfig& t = c.meta.train;
-  std::unique_ptr<Model> model = make_model(c.meta.model, 1, t.seq, t.precision, t.z_loss);
+  std::unique_ptr<Model> model =
+      make_model(c.meta.model, 1, t.seq, t.precision, t.z_loss, t.attention, t.matmul);
   restore_model(c, *model);
   c.file.tensors.clear();  // the model holds the weights now
   if (bytes) {

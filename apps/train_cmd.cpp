@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "core/checkpoint.h"
 #include "core/config.h"
@@ -27,24 +27,12 @@
 
 namespace reftrain {
 
-// CLI11 would wrap "-1" or 2^64 into a valid uint64 silently; accept only 0..2^64-1 as written.
-uint64_t parse_seed(const std::string& text) {
-  const bool digits = !text.empty() && text.size() <= 20 &&
-                      text.find_first_not_of("0123456789") == std::string::npos;
-  errno = 0;
-  const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
-  if (!digits || errno == ERANGE) {
-    throw usage_error("--seed " + text + " is not an integer in [0, 18446744073709551615]");
-  }
-  return v;
-}
-
 namespace {
 
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace;
-  std::string schedule, seed, precision, optimizer;
+  std::string schedule, seed, precision, optimizer, attention, matmul;
   std::string out, resume, plot;
   int save_every = 0, keep = 0, stop_after = 0;
   bool skip_nonfinite = false;
@@ -77,8 +65,13 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   if (!a.optimizer.empty()) {
     t.optimizer = a.optimizer == "adamw8bit" ? Optimizer::kAdamW8bit : Optimizer::kAdamW;
   }
+  if (!a.attention.empty()) {
+    t.attention =
+        a.attention == "materialised" ? AttentionKind::kMaterialised : AttentionKind::kFused;
+  }
   if (!a.schedule.empty())
     t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
+  if (!a.matmul.empty()) matmul_from_name(a.matmul, &t.matmul);
   return t;
 }
 
@@ -168,10 +161,10 @@ void print_banner(const std::string& preset, const ModelConfig& model, const Tra
   const Dataset& d = trainer.data();
   std::printf(
       "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d | %d steps | "
-      "%d threads\n",
+      "%d threads | matmul %s\n",
       REFTRAIN_VERSION, preset.c_str(), arch_name(model.arch), model.layers, model.heads,
       model.channels, trainer.model().layout().num_params() / 1e6, precision_name(train.precision),
-      train.batch, train.seq, train.steps, omp_get_max_threads());
+      train.batch, train.seq, train.steps, omp_get_max_threads(), matmul_name(train.matmul));
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
 }
@@ -488,9 +481,9 @@ int run_train(const TrainArgs& a) {
                 p.train.steps, p.out.c_str());
   }
   write_plot(a, p, log.lines);
-  report_memory(
-      trace, baseline,
-      estimate_memory(p.model, p.train.batch, p.train.seq, p.train.precision, p.train.optimizer));
+  report_memory(trace, baseline,
+                estimate_memory(p.model, p.train.batch, p.train.seq, p.train.precision,
+                                p.train.optimizer, p.train.attention, p.train.matmul));
   return 0;
 }
 
@@ -561,6 +554,13 @@ CommandRunner add_train_command(CLI::App& app) {
   app.add_option("--optimizer", a->optimizer,
                  "adamw (fp32 state) or adamw8bit (8-bit m and v, one scale per 256 elements)")
       ->check(CLI::IsMember({"adamw", "adamw8bit"}));
+  app.add_option("--attention", a->attention,
+                 "fused (online softmax, keeps the row logsumexp) or materialised (the reference, "
+                 "keeps the T×T probabilities) (default fused)")
+      ->check(CLI::IsMember({"fused", "materialised"}));
+  app.add_option("--matmul", a->matmul,
+                 "linear-layer GEMM: naive, tiled, blocked or eigen (default blocked)")
+      ->check(CLI::IsMember({"naive", "tiled", "blocked", "eigen"}));
   app.add_option("--schedule", a->schedule, "learning-rate schedule after warmup")
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")

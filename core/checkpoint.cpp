@@ -50,7 +50,9 @@ Json train_config_json(const TrainConfig& t) {
           {"val_batches", t.val_batches},
           {"z_loss", json_float(t.z_loss)},
           {"precision", precision_name(t.precision)},
-          {"optimizer", optimizer_name(t.optimizer)}};
+          {"optimizer", optimizer_name(t.optimizer)},
+          {"attention", attention_name(t.attention)},
+          {"matmul", matmul_name(t.matmul)}};
 }
 
 namespace {
@@ -157,6 +159,13 @@ TrainConfig parse_train(const Json& j) {
       f.choice<Precision>("precision", {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
   t.optimizer = f.choice<Optimizer>(
       "optimizer", {{"adamw", Optimizer::kAdamW}, {"adamw8bit", Optimizer::kAdamW8bit}});
+  t.attention = f.choice<AttentionKind>(
+      "attention",
+      {{"fused", AttentionKind::kFused}, {"materialised", AttentionKind::kMaterialised}});
+  t.matmul = f.choice<MatmulKind>("matmul", {{"naive", MatmulKind::kNaive},
+                                             {"tiled", MatmulKind::kTiled},
+                                             {"blocked", MatmulKind::kBlocked},
+                                             {"eigen", MatmulKind::kEigen}});
   return t;
 }
 

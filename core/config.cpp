@@ -127,6 +127,10 @@ const char* optimizer_name(Optimizer o) {
   return o == Optimizer::kAdamW8bit ? "adamw8bit" : "adamw";
 }
 
+const char* attention_name(AttentionKind a) {
+  return a == AttentionKind::kMaterialised ? "materialised" : "fused";
+}
+
 const char* schedule_name(Schedule s) {
   return s == Schedule::kCosine ? "cosine" : "constant";
 }

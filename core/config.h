@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/matmul.h"
 #include "optim/schedule.h"
 
 namespace reftrain {
@@ -15,6 +16,9 @@ enum class Arch { kGpt2, kLlama };
 enum class Precision { kFp32, kMixed };
 // adamw: fp32 m and v. adamw8bit: m and v as 8-bit codes with one fp32 scale per 256 elements.
 enum class Optimizer { kAdamW, kAdamW8bit };
+// fused: online softmax, only the row logsumexp [B,NH,T] kept for the backward (ops/
+// attention_fused.h). materialised: the reference, keeping the probabilities [B,NH,T,T].
+enum class AttentionKind { kFused, kMaterialised };
 
 struct ModelConfig {
   Arch arch = Arch::kGpt2;
@@ -42,6 +46,8 @@ struct TrainConfig {
   float z_loss = 0.0f;  // z in loss = CE + z·mean(lse²)
   Precision precision = Precision::kFp32;
   Optimizer optimizer = Optimizer::kAdamW;
+  AttentionKind attention = AttentionKind::kFused;
+  MatmulKind matmul = MatmulKind::kBlocked;  // the linear layers' GEMM variant (ops/matmul.h)
 };
 
 struct Preset {
@@ -59,6 +65,7 @@ constexpr const char* kDefaultPreset = "laptop";
 const char* arch_name(Arch a);
 const char* precision_name(Precision p);
 const char* optimizer_name(Optimizer o);
+const char* attention_name(AttentionKind a);
 const char* schedule_name(Schedule s);
 
 // Checks the values a user can set (B, T ≤ maxT, rates, ...); a usage error names the first

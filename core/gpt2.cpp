@@ -6,7 +6,6 @@
 
 #include "core/rng.h"
 #include "ops/activation.h"
-#include "ops/attention.h"
 #include "ops/embed.h"
 #include "ops/linear.h"
 #include "ops/norm.h"
@@ -23,9 +22,10 @@ std::string layer_name(int l, const char* rest) {
 }  // namespace
 
 template <typename A>
-void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, int B, int T) {
+void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                            AttentionKind attention, int B, int T) {
   const size_t BT = size_t(B) * T, C = cfg.channels, Vp = cfg.padded_vocab;
-  const size_t att = size_t(B) * cfg.heads * T * T;
+  const size_t att = attention_state_floats(cfg, attention, B, T);  // lse or probabilities
   a.encoded = arena.take(BT * C);
   a.layers.resize(cfg.layers);
   for (auto& l : a.layers) {
@@ -41,8 +41,8 @@ void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, in
   a.dres = arena.take(BT * C), a.dres2 = arena.take(BT * C), a.dbranch = arena.take(BT * C);
   a.dln = arena.take(BT * C), a.datty = arena.take(BT * C), a.dqkv = arena.take(BT * 3 * C);
   a.dfch = arena.take(BT * 4 * C), a.dfch_gelu = arena.take(BT * 4 * C);
-  a.dp = arena.take(size_t(B) * cfg.heads * T), a.dlogits = arena.take(BT * Vp);
-  a.w_t = arena.take(std::max(4 * C * C, C * Vp));
+  a.dp = arena.take(attention_scratch_floats(cfg, attention, B, T));
+  a.dlogits = arena.take(BT * Vp);
 }
 
 namespace {
@@ -109,48 +109,50 @@ Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base) {
   return t;
 }
 
-size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T) {
+size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
   Acts counting;
   ArenaCarver arena(nullptr);
-  carve_gpt2_activations(counting, arena, cfg, B, T);
+  carve_gpt2_activations(counting, arena, cfg, attention, B, T);
   return arena.used();
 }
 
-Gpt2::Gpt2(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss)
-    : Model(cfg, gpt2_param_layout(cfg), precision, z_loss), arena_(activation_floats(cfg, B, T)) {
+Gpt2::Gpt2(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss,
+           AttentionKind attention, MatmulKind matmul)
+    : Model(cfg, gpt2_param_layout(cfg), precision, z_loss, attention, matmul),
+      arena_(activation_floats(cfg, B, T, attention)) {
   wt_ = gpt2_tensors(layout_, cfg.layers, w_.data());
   gt_ = gpt2_tensors(layout_, cfg.layers, g_.data());
   ArenaCarver arena(arena_.data());
-  carve_gpt2_activations(act_, arena, cfg, B, T);
+  carve_gpt2_activations(act_, arena, cfg, attention, B, T);
 }
 
 void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
   const Gpt2Tensors::Layer& w = wt_.layers[l];
   const LayerActs& a = act_.layers[l];
   const int N = B * T, C = cfg_.channels;
-  layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
-  linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, act_.w_t, N, C, 3 * C);
-  attention_forward(a.atty, a.att, a.qkv, B, T, C, cfg_.heads);
-  linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, act_.w_t, N, C, C);
-  residual_forward(a.res2, res_in, a.attproj, size_t(N) * C);
-  layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
-  linear_fwd(a.fch, a.ln2, w.fcw, w.fcb, act_.w_t, N, C, 4 * C);
-  gelu_forward(a.fch_gelu, a.fch, size_t(N) * 4 * C);
-  linear_fwd(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, act_.w_t, N, 4 * C, C);
-  residual_forward(a.res3, a.res2, a.fcproj, size_t(N) * C);
+  layernorm_forward_fast(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
+  linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);
+  attention_fwd(a.atty, a.att, a.qkv, B, T);
+  linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, N, C, C);
+  residual_forward_fast(a.res2, res_in, a.attproj, size_t(N) * C);
+  layernorm_forward_fast(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
+  linear_fwd(a.fch, a.ln2, w.fcw, w.fcb, N, C, 4 * C);
+  gelu_forward_fast(a.fch_gelu, a.fch, size_t(N) * 4 * C);
+  linear_fwd(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
+  residual_forward_fast(a.res3, a.res2, a.fcproj, size_t(N) * C);
 }
 
 float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
   const int N = B * T, C = cfg_.channels, Vp = cfg_.padded_vocab;
   begin_forward(inputs, targets, B, T);
-  embed_forward(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T, C);
+  embed_forward_fast(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T, C);
   const float* res = act_.encoded;
   for (int l = 0; l < cfg_.layers; ++l) {
     layer_forward(l, res, B, T);
     res = act_.layers[l].res3;
   }
-  layernorm_forward(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N, C);
-  linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, act_.w_t, N, C, Vp);
+  layernorm_forward_fast(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N, C);
+  linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, N, C, Vp);
   if (!targets) return 0.0f;
   return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
 }
@@ -165,23 +167,23 @@ void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T)
   const size_t NC = size_t(N) * C;
   // MLP half: res3 = res2 + fcproj(gelu(fc(LN2(res2)))).
   zero(act_.dres2, NC), zero(act_.dbranch, NC);
-  residual_backward(act_.dres2, act_.dbranch, dres, NC);
+  residual_backward_fast(act_.dres2, act_.dbranch, dres, NC);
   zero(act_.dfch_gelu, NC * 4), zero(act_.dfch, NC * 4), zero(act_.dln, NC);
-  linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, act_.w_t, N,
-             4 * C, C);
-  gelu_backward(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
-  linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, act_.w_t, N, C, 4 * C);
-  layernorm_backward(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd,
-                     N, C);
+  linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, N, 4 * C,
+             C);
+  gelu_backward_fast(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
+  linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C);
+  layernorm_backward_fast(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean,
+                          a.ln2_rstd, N, C);
   // Attention half: res2 = res_in + attproj(attn(qkv(LN1(res_in)))).
   zero(dres, NC), zero(act_.dbranch, NC);
-  residual_backward(dres, act_.dbranch, act_.dres2, NC);
+  residual_backward_fast(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
-  linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, act_.w_t, N, C,
-             C);
-  attention_backward(act_.dqkv, act_.dp, act_.datty, a.qkv, a.att, B, T, C, cfg_.heads);
-  linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, act_.w_t, N, C, 3 * C);
-  layernorm_backward(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
+  linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
+  attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
+  linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
+  layernorm_backward_fast(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N,
+                          C);
 }
 
 void Gpt2::backward() {
@@ -190,15 +192,14 @@ void Gpt2::backward() {
   const size_t NC = size_t(N) * C;
   const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
-  linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, act_.w_t, N, C,
-             cfg_.padded_vocab);
+  linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, N, C, cfg_.padded_vocab);
   zero(act_.dres, NC);
-  layernorm_backward(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, res_last, wt_.lnfw, act_.lnf_mean,
-                     act_.lnf_rstd, N, C);
+  layernorm_backward_fast(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, res_last, wt_.lnfw,
+                          act_.lnf_mean, act_.lnf_rstd, N, C);
   for (int l = L - 1; l >= 0; --l) {
     layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
   }
-  embed_backward(gt_.wte, gt_.wpe, act_.dres, last_.inputs, B, T, C);
+  embed_backward_fast(gt_.wte, gt_.wpe, act_.dres, last_.inputs, B, T, C);
 }
 
 }  // namespace reftrain

@@ -36,10 +36,11 @@ class Gpt2 : public Model {
  public:
   // Sizes the arena for batches up to B×T; allocates w and g (zeroed), and w16 when mixed.
   Gpt2(const ModelConfig& cfg, int B, int T, Precision precision = Precision::kFp32,
-       float z_loss = 0.0f);
+       float z_loss = 0.0f, AttentionKind attention = AttentionKind::kFused,
+       MatmulKind matmul = MatmulKind::kBlocked);
 
   // Floats of activation arena that a forward + backward at (B, T) needs.
-  static size_t activation_floats(const ModelConfig& cfg, int B, int T);
+  static size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention);
 
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T) override;
   void backward() override;
@@ -47,6 +48,7 @@ class Gpt2 : public Model {
 
  private:
   struct LayerActs {
+    // att: the attention's saved state (lse, or the probabilities)
     float *ln1, *ln1_mean, *ln1_rstd, *qkv, *att, *atty, *attproj, *res2;
     float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *res3;
   };
@@ -56,11 +58,10 @@ class Gpt2 : public Model {
     float *lnf, *lnf_mean, *lnf_rstd, *logits, *losses;
     // Backward scratch, reused by every layer.
     float *dres, *dres2, *dbranch, *dln, *datty, *dqkv, *dfch, *dfch_gelu, *dp, *dlogits;
-    float* w_t;  // transposed weight for linear_forward
   };
   template <typename A>
-  friend void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, int B,
-                                     int T);
+  friend void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                                     AttentionKind attention, int B, int T);
   void layer_forward(int l, const float* res_in, int B, int T);
   void layer_backward(int l, const float* res_in, float* dres, int B, int T);
 

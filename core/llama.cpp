@@ -4,7 +4,6 @@
 #include <string>
 
 #include "ops/activation.h"
-#include "ops/attention.h"
 #include "ops/embed.h"
 #include "ops/norm.h"
 #include "ops/residual.h"
@@ -46,9 +45,10 @@ void unpack_qkv(float* dq, float* dk, float* dv, const float* dqkv, size_t N, in
 }  // namespace
 
 template <typename A>
-void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, int B, int T) {
+void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                             AttentionKind attention, int B, int T) {
   const size_t N = size_t(B) * T, C = cfg.channels, F = cfg.ffn, Vp = cfg.padded_vocab;
-  const size_t att = size_t(B) * cfg.heads * T * T;
+  const size_t att = attention_state_floats(cfg, attention, B, T);  // lse or probabilities
   a.encoded = arena.take(N * C);
   a.layers.resize(cfg.layers);
   for (auto& l : a.layers) {
@@ -65,8 +65,8 @@ void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, i
   a.dres = arena.take(N * C), a.dres2 = arena.take(N * C), a.dbranch = arena.take(N * C);
   a.dln = arena.take(N * C), a.datty = arena.take(N * C), a.dqkv = arena.take(N * 3 * C);
   a.dgate = arena.take(N * F), a.dup = arena.take(N * F), a.dswi = arena.take(N * F);
-  a.dp = arena.take(size_t(B) * cfg.heads * T), a.dlogits = arena.take(N * Vp);
-  a.w_t = arena.take(std::max({C * C, C * F, C * Vp}));
+  a.dp = arena.take(attention_scratch_floats(cfg, attention, B, T));
+  a.dlogits = arena.take(N * Vp);
 }
 
 ParamLayout llama_param_layout(const ModelConfig& cfg) {
@@ -117,19 +117,21 @@ LlamaTensors llama_tensors(const ParamLayout& layout, int layers, float* base) {
   return t;
 }
 
-size_t Llama::activation_floats(const ModelConfig& cfg, int B, int T) {
+size_t Llama::activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
   Acts counting;
   ArenaCarver arena(nullptr);
-  carve_llama_activations(counting, arena, cfg, B, T);
+  carve_llama_activations(counting, arena, cfg, attention, B, T);
   return arena.used();
 }
 
-Llama::Llama(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss)
-    : Model(cfg, llama_param_layout(cfg), precision, z_loss), arena_(activation_floats(cfg, B, T)) {
+Llama::Llama(const ModelConfig& cfg, int B, int T, Precision precision, float z_loss,
+             AttentionKind attention, MatmulKind matmul)
+    : Model(cfg, llama_param_layout(cfg), precision, z_loss, attention, matmul),
+      arena_(activation_floats(cfg, B, T, attention)) {
   wt_ = llama_tensors(layout_, cfg.layers, w_.data());
   gt_ = llama_tensors(layout_, cfg.layers, g_.data());
   ArenaCarver arena(arena_.data());
-  carve_llama_activations(act_, arena, cfg, B, T);
+  carve_llama_activations(act_, arena, cfg, attention, B, T);
 }
 
 void Llama::layer_forward(int l, const float* res_in, int B, int T) {
@@ -137,35 +139,35 @@ void Llama::layer_forward(int l, const float* res_in, int B, int T) {
   const LayerActs& a = act_.layers[l];
   const int N = B * T, C = cfg_.channels, F = cfg_.ffn, NH = cfg_.heads;
   const size_t NC = size_t(N) * C, NF = size_t(N) * F;
-  rmsnorm_forward(a.rms1, a.rms1_rstd, res_in, w.rms1w, N, C);
-  linear_fwd(act_.q, a.rms1, w.wq, nullptr, act_.w_t, N, C, C);
-  linear_fwd(act_.k, a.rms1, w.wk, nullptr, act_.w_t, N, C, C);
-  linear_fwd(act_.v, a.rms1, w.wv, nullptr, act_.w_t, N, C, C);
-  rope_forward(act_.qr, act_.q, B, T, NH, C / NH, cfg_.rope_theta);
-  rope_forward(act_.kr, act_.k, B, T, NH, C / NH, cfg_.rope_theta);
+  rmsnorm_forward_fast(a.rms1, a.rms1_rstd, res_in, w.rms1w, N, C);
+  linear_fwd(act_.q, a.rms1, w.wq, nullptr, N, C, C);
+  linear_fwd(act_.k, a.rms1, w.wk, nullptr, N, C, C);
+  linear_fwd(act_.v, a.rms1, w.wv, nullptr, N, C, C);
+  rope_forward_fast(act_.qr, act_.q, B, T, NH, C / NH, cfg_.rope_theta);
+  rope_forward_fast(act_.kr, act_.k, B, T, NH, C / NH, cfg_.rope_theta);
   pack_qkv(a.qkv, act_.qr, act_.kr, act_.v, N, C);
-  attention_forward(a.atty, a.att, a.qkv, B, T, C, NH);
-  linear_fwd(a.attproj, a.atty, w.wo, nullptr, act_.w_t, N, C, C);
-  residual_forward(a.res2, res_in, a.attproj, NC);
-  rmsnorm_forward(a.rms2, a.rms2_rstd, a.res2, w.rms2w, N, C);
-  linear_fwd(a.gate, a.rms2, w.wgate, nullptr, act_.w_t, N, C, F);
-  linear_fwd(a.up, a.rms2, w.wup, nullptr, act_.w_t, N, C, F);
-  swiglu_forward(a.swi, a.gate, a.up, NF);
-  linear_fwd(a.down, a.swi, w.wdown, nullptr, act_.w_t, N, F, C);
-  residual_forward(a.res3, a.res2, a.down, NC);
+  attention_fwd(a.atty, a.att, a.qkv, B, T);
+  linear_fwd(a.attproj, a.atty, w.wo, nullptr, N, C, C);
+  residual_forward_fast(a.res2, res_in, a.attproj, NC);
+  rmsnorm_forward_fast(a.rms2, a.rms2_rstd, a.res2, w.rms2w, N, C);
+  linear_fwd(a.gate, a.rms2, w.wgate, nullptr, N, C, F);
+  linear_fwd(a.up, a.rms2, w.wup, nullptr, N, C, F);
+  swiglu_forward_fast(a.swi, a.gate, a.up, NF);
+  linear_fwd(a.down, a.swi, w.wdown, nullptr, N, F, C);
+  residual_forward_fast(a.res3, a.res2, a.down, NC);
 }
 
 float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
   const int N = B * T, C = cfg_.channels;
   begin_forward(inputs, targets, B, T);
-  token_embed_forward(act_.encoded, inputs, wt_.emb, size_t(N), C);
+  token_embed_forward_fast(act_.encoded, inputs, wt_.emb, size_t(N), C);
   const float* res = act_.encoded;
   for (int l = 0; l < cfg_.layers; ++l) {
     layer_forward(l, res, B, T);
     res = act_.layers[l].res3;
   }
-  rmsnorm_forward(act_.rmsf, act_.rmsf_rstd, res, wt_.rmsfw, N, C);
-  linear_fwd(act_.logits, act_.rmsf, wt_.head, nullptr, act_.w_t, N, C, cfg_.padded_vocab);
+  rmsnorm_forward_fast(act_.rmsf, act_.rmsf_rstd, res, wt_.rmsfw, N, C);
+  linear_fwd(act_.logits, act_.rmsf, wt_.head, nullptr, N, C, cfg_.padded_vocab);
   if (!targets) return 0.0f;
   return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
 }
@@ -179,27 +181,27 @@ void Llama::layer_backward(int l, const float* res_in, float* dres, int B, int T
   const size_t NC = size_t(N) * C, NF = size_t(N) * F;
   // MLP half: res3 = res2 + down(swiglu(gate(RMS2(res2)), up(RMS2(res2)))).
   zero(act_.dres2, NC), zero(act_.dbranch, NC);
-  residual_backward(act_.dres2, act_.dbranch, dres, NC);
+  residual_backward_fast(act_.dres2, act_.dbranch, dres, NC);
   zero(act_.dswi, NF), zero(act_.dgate, NF), zero(act_.dup, NF), zero(act_.dln, NC);
-  linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, act_.w_t, N, F, C);
-  swiglu_backward(act_.dgate, act_.dup, act_.dswi, a.gate, a.up, NF);
-  linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, act_.w_t, N, C, F);
-  linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, act_.w_t, N, C, F);
-  rmsnorm_backward(act_.dres2, g.rms2w, act_.dln, a.res2, w.rms2w, a.rms2_rstd, N, C);
+  linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, N, F, C);
+  swiglu_backward_fast(act_.dgate, act_.dup, act_.dswi, a.gate, a.up, NF);
+  linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, N, C, F);
+  linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, N, C, F);
+  rmsnorm_backward_fast(act_.dres2, g.rms2w, act_.dln, a.res2, w.rms2w, a.rms2_rstd, N, C);
   // Attention half: res2 = res_in + o(attn(rope(q(x)), rope(k(x)), v(x))), x = RMS1(res_in).
   zero(dres, NC), zero(act_.dbranch, NC);
-  residual_backward(dres, act_.dbranch, act_.dres2, NC);
+  residual_backward_fast(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
-  linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, act_.w_t, N, C, C);
-  attention_backward(act_.dqkv, act_.dp, act_.datty, a.qkv, a.att, B, T, C, NH);
+  linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, N, C, C);
+  attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   unpack_qkv(act_.qr, act_.kr, act_.v, act_.dqkv, N, C);  // now dq, dk after RoPE, and dv
   zero(act_.q, NC), zero(act_.k, NC);
-  rope_backward(act_.q, act_.qr, B, T, NH, C / NH, cfg_.rope_theta);
-  rope_backward(act_.k, act_.kr, B, T, NH, C / NH, cfg_.rope_theta);
-  linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, act_.w_t, N, C, C);
-  linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, act_.w_t, N, C, C);
-  linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, act_.w_t, N, C, C);
-  rmsnorm_backward(dres, g.rms1w, act_.dln, res_in, w.rms1w, a.rms1_rstd, N, C);
+  rope_backward_fast(act_.q, act_.qr, B, T, NH, C / NH, cfg_.rope_theta);
+  rope_backward_fast(act_.k, act_.kr, B, T, NH, C / NH, cfg_.rope_theta);
+  linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, N, C, C);
+  linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, N, C, C);
+  linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, N, C, C);
+  rmsnorm_backward_fast(dres, g.rms1w, act_.dln, res_in, w.rms1w, a.rms1_rstd, N, C);
 }
 
 void Llama::backward() {
@@ -208,14 +210,14 @@ void Llama::backward() {
   const size_t NC = size_t(N) * C;
   const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
-  linear_bwd(act_.dln, gt_.head, nullptr, act_.dlogits, act_.rmsf, wt_.head, act_.w_t, N, C,
+  linear_bwd(act_.dln, gt_.head, nullptr, act_.dlogits, act_.rmsf, wt_.head, N, C,
              cfg_.padded_vocab);
   zero(act_.dres, NC);
-  rmsnorm_backward(act_.dres, gt_.rmsfw, act_.dln, res_last, wt_.rmsfw, act_.rmsf_rstd, N, C);
+  rmsnorm_backward_fast(act_.dres, gt_.rmsfw, act_.dln, res_last, wt_.rmsfw, act_.rmsf_rstd, N, C);
   for (int l = L - 1; l >= 0; --l) {
     layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
   }
-  token_embed_backward(gt_.emb, act_.dres, last_.inputs, size_t(N), C);
+  token_embed_backward_fast(gt_.emb, act_.dres, last_.inputs, size_t(N), C);
 }
 
 }  // namespace reftrain

@@ -31,9 +31,10 @@ LlamaTensors llama_tensors(const ParamLayout& layout, int layers, float* base);
 class Llama : public Model {
  public:
   Llama(const ModelConfig& cfg, int B, int T, Precision precision = Precision::kFp32,
-        float z_loss = 0.0f);
+        float z_loss = 0.0f, AttentionKind attention = AttentionKind::kFused,
+        MatmulKind matmul = MatmulKind::kBlocked);
 
-  static size_t activation_floats(const ModelConfig& cfg, int B, int T);
+  static size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention);
 
   float forward(const int32_t* inputs, const int32_t* targets, int B, int T) override;
   void backward() override;
@@ -41,7 +42,8 @@ class Llama : public Model {
 
  private:
   struct LayerActs {
-    float *rms1, *rms1_rstd, *qkv, *att, *atty, *attproj, *res2;  // qkv: rotated q, k, and v
+    // qkv: rotated q, k, and v; att: the attention's saved state (lse, or the probabilities)
+    float *rms1, *rms1_rstd, *qkv, *att, *atty, *attproj, *res2;
     float *rms2, *rms2_rstd, *gate, *up, *swi, *down, *res3;
   };
   struct Acts {
@@ -53,11 +55,10 @@ class Llama : public Model {
     float *q, *k, *v, *qr, *kr;
     // Backward scratch, reused by every layer.
     float *dres, *dres2, *dbranch, *dln, *datty, *dqkv, *dgate, *dup, *dswi, *dp, *dlogits;
-    float* w_t;
   };
   template <typename A>
-  friend void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg, int B,
-                                      int T);
+  friend void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                                      AttentionKind attention, int B, int T);
   void layer_forward(int l, const float* res_in, int B, int T);
   void layer_backward(int l, const float* res_in, float* dres, int B, int T);
 

@@ -1,5 +1,7 @@
 #include "core/model.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -8,19 +10,36 @@
 #include "core/gpt2.h"
 #include "core/llama.h"
 #include "core/rng.h"
+#include "ops/attention.h"
+#include "ops/attention_fused.h"
 #include "ops/linear.h"
 #include "ops/loss.h"
 
 namespace reftrain {
 
-Model::Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss)
+namespace {
+// Elements of the largest f16 weight a product reads: what the eigen variant widens at once.
+size_t widen_elems(const ParamLayout& layout, Precision precision, MatmulKind matmul) {
+  if (precision != Precision::kMixed || matmul != MatmulKind::kEigen) return 0;
+  size_t most = 0;
+  for (const ParamTensor& t : layout.tensors()) {
+    if (t.shape.size() == 2) most = std::max(most, t.numel);
+  }
+  return most;
+}
+}  // namespace
+
+Model::Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss,
+             AttentionKind attention, MatmulKind matmul)
     : cfg_(cfg),
       layout_(std::move(layout)),
       precision_(precision),
+      attention_(attention),
       z_loss_(z_loss),
       w_(layout_.total()),
       g_(layout_.total()),
-      w16_(precision == Precision::kMixed ? layout_.total() : 0) {}
+      w16_(precision == Precision::kMixed ? layout_.total() : 0),
+      matmul_(matmul, 0, widen_elems(layout_, precision, matmul)) {}
 
 void Model::init_weights(uint64_t seed) {
   const CounterRng rng(seed, RngStream::kInit);
@@ -48,28 +67,45 @@ void Model::refresh_mirror() {
   if (precision_ == Precision::kMixed) cast_f32_to_f16(w16_.data(), w_.data(), w_.size());
 }
 
-void Model::linear_fwd(float* out, const float* inp, const float* w, const float* b, float* w_t,
-                       int N, int K, int O) const {
+void Model::linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
+                       int O) const {
   if (precision_ == Precision::kMixed) {
-    linear_forward(out, inp, w16_.data() + (w - w_.data()), b, w_t, N, K, O);
+    linear_forward(matmul_, out, inp, w16_.data() + (w - w_.data()), b, N, K, O);
   } else {
-    linear_forward(out, inp, w, b, w_t, N, K, O);
+    linear_forward(matmul_, out, inp, w, b, N, K, O);
   }
 }
 
 void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                       const float* w, float* w_t, int N, int K, int O) const {
-  if (precision_ == Precision::kMixed && dinp) {
-    cast_f16_to_f32(w_t, w16_.data() + (w - w_.data()), size_t(O) * K);
-    w = w_t;
+                       const float* w, int N, int K, int O) const {
+  if (precision_ == Precision::kMixed) {
+    linear_backward(matmul_, dinp, dw, db, dout, inp, w16_.data() + (w - w_.data()), N, K, O);
+  } else {
+    linear_backward(matmul_, dinp, dw, db, dout, inp, w, N, K, O);
   }
-  linear_backward(dinp, dw, db, dout, inp, w, N, K, O);
+}
+
+void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T) const {
+  if (attention_ == AttentionKind::kFused) {
+    attention_forward_fused(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
+  } else {
+    attention_forward(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
+  }
+}
+
+void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv,
+                          const float* out, const float* att, int B, int T) const {
+  if (attention_ == AttentionKind::kFused) {
+    attention_backward_fused(dqkv, dout, qkv, out, att, B, T, cfg_.channels, cfg_.heads);
+  } else {
+    attention_backward(dqkv, dp, dout, qkv, att, B, T, cfg_.channels, cfg_.heads);
+  }
 }
 
 float Model::mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                        int N) const {
-  crossentropy_forward_backward(losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab,
-                                1.0f / float(N), z_loss_);
+  crossentropy_forward_backward_fast(losses, dlogits, logits, targets, N, cfg_.vocab,
+                                     cfg_.padded_vocab, 1.0f / float(N), z_loss_);
   double sum = 0.0;  // in position order
   for (int i = 0; i < N; ++i) sum += losses[i];
   return static_cast<float>(sum / N);
@@ -79,15 +115,31 @@ ParamLayout param_layout(const ModelConfig& cfg) {
   return cfg.arch == Arch::kLlama ? llama_param_layout(cfg) : gpt2_param_layout(cfg);
 }
 
-size_t activation_floats(const ModelConfig& cfg, int B, int T) {
-  return cfg.arch == Arch::kLlama ? Llama::activation_floats(cfg, B, T)
-                                  : Gpt2::activation_floats(cfg, B, T);
+size_t attention_state_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T) {
+  const size_t rows = size_t(B) * cfg.heads * T;
+  return kind == AttentionKind::kFused ? rows : rows * T;
+}
+
+size_t attention_scratch_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T) {
+  return kind == AttentionKind::kFused ? 0 : size_t(B) * cfg.heads * T;
+}
+
+size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
+  return cfg.arch == Arch::kLlama ? Llama::activation_floats(cfg, B, T, attention)
+                                  : Gpt2::activation_floats(cfg, B, T, attention);
+}
+
+size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul) {
+  return Matmul::workspace_bytes(matmul, omp_get_max_threads(),
+                                 widen_elems(param_layout(cfg), precision, matmul));
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, int B, int T, Precision precision,
-                                  float z_loss) {
-  if (cfg.arch == Arch::kLlama) return std::make_unique<Llama>(cfg, B, T, precision, z_loss);
-  return std::make_unique<Gpt2>(cfg, B, T, precision, z_loss);
+                                  float z_loss, AttentionKind attention, MatmulKind matmul) {
+  if (cfg.arch == Arch::kLlama) {
+    return std::make_unique<Llama>(cfg, B, T, precision, z_loss, attention, matmul);
+  }
+  return std::make_unique<Gpt2>(cfg, B, T, precision, z_loss, attention, matmul);
 }
 
 }  // namespace reftrain

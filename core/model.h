@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/param_layout.h"
 #include "ops/cast.h"
+#include "ops/matmul.h"
 
 namespace reftrain {
 
@@ -23,6 +24,8 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const ParamLayout& layout() const { return layout_; }
   Precision precision() const { return precision_; }
+  AttentionKind attention() const { return attention_; }
+  MatmulKind matmul() const { return matmul_.kind(); }
   float* weights() { return w_.data(); }
   const float* weights() const { return w_.data(); }
   float* grads() { return g_.data(); }
@@ -47,15 +50,23 @@ class Model {
   virtual const float* logits() const = 0;
 
  protected:
-  Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss);
+  Model(const ModelConfig& cfg, ParamLayout layout, Precision precision, float z_loss,
+        AttentionKind attention, MatmulKind matmul);
 
-  // The two products that read a weight matrix (the forward and the backward-data one): from
-  // w16 in mixed precision, widened to f32 as it is packed into the scratch w_t (K·O floats);
-  // from w otherwise. `w` points into w_.
-  void linear_fwd(float* out, const float* inp, const float* w, const float* b, float* w_t, int N,
-                  int K, int O) const;
+  // A linear layer's products (ops/linear.h) with the model's matmul variant. The two that read
+  // the weight (forward, backward-data) read w16 in mixed precision, widened to f32 as the
+  // product packs it; w otherwise. `w` points into w_.
+  void linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
+                  int O) const;
   void linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                  const float* w, float* w_t, int N, int K, int O) const;
+                  const float* w, int N, int K, int O) const;
+  // Causal self-attention with the model's kernel. att is what the backward needs of the
+  // forward: lse [B,NH,T] (fused) or the probabilities [B,NH,T,T] (materialised, which also
+  // uses dp [B,NH,T] as scratch; the fused kernel ignores it). out is the forward's output.
+  void attention_fwd(float* out, float* att, const float* qkv, int B, int T) const;
+  void attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv, const float* out,
+                     const float* att, int B, int T) const;
+
   // Cross-entropy (+ z-loss) of every position with dlogits fused (scaled by 1/N), and the mean
   // of the per-position losses summed in position order.
   float mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
@@ -78,15 +89,26 @@ class Model {
   ModelConfig cfg_;
   ParamLayout layout_;
   Precision precision_;
+  AttentionKind attention_;
   float z_loss_;
   AlignedBuffer<float> w_, g_;
   AlignedBuffer<f16> w16_;
+  Matmul matmul_;  // the variant and its packing workspace, sized at construction
 };
 
 ParamLayout param_layout(const ModelConfig& cfg);
+// Floats of one layer's saved attention state (att) and of the attention backward's scratch
+// (dp) for `kind` at (B, T).
+size_t attention_state_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T);
+size_t attention_scratch_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T);
 // Floats of activation arena a model of `cfg` needs at (B, T).
-size_t activation_floats(const ModelConfig& cfg, int B, int T);
+size_t activation_floats(const ModelConfig& cfg, int B, int T,
+                         AttentionKind attention = AttentionKind::kFused);
+// Bytes of the matmul workspace a model of `cfg` allocates (per thread, for the current
+// omp_get_max_threads()).
+size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul);
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, int B, int T, Precision precision,
-                                  float z_loss);
+                                  float z_loss, AttentionKind attention = AttentionKind::kFused,
+                                  MatmulKind matmul = MatmulKind::kBlocked);
 
 }  // namespace reftrain

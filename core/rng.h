@@ -15,7 +15,13 @@ using Philox4x32 = std::array<uint32_t, 4>;
 Philox4x32 philox4x32_10(Philox4x32 counter, std::array<uint32_t, 2> key);
 
 // What a draw is for; part of the counter, so the uses never share a random word.
-enum class RngStream : uint32_t { kInit = 1, kTrainData = 2, kValData = 3, kSample = 4 };
+enum class RngStream : uint32_t {
+  kInit = 1,
+  kTrainData = 2,
+  kValData = 3,
+  kSample = 4,
+  kGolden = 5,  // the inputs of the per-kernel golden fixtures (core/golden_kernels.h)
+};
 
 // A keyed view of Philox: key = seed, counter = (index lo, index hi, sub, stream).
 class CounterRng {

@@ -26,18 +26,20 @@ Dataset checked(Dataset data, const ModelConfig& model, const TrainConfig& train
 }  // namespace
 
 MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision,
-                               Optimizer optimizer) {
+                               Optimizer optimizer, AttentionKind attention, MatmulKind matmul) {
   const ParamLayout layout = param_layout(model);
   const size_t mirror = precision == Precision::kMixed ? layout.total() * sizeof(f16) : 0;
   return {layout.num_params(),
           2 * layout.total() * sizeof(float) + optimizer_state_bytes(optimizer, layout) + mirror,
-          activation_floats(model, B, T) * sizeof(float)};
+          activation_floats(model, B, T, attention) * sizeof(float) +
+              matmul_workspace_bytes(model, precision, matmul)};
 }
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data)
     : train_(train),
       data_(checked(std::move(data), model, train)),
-      model_(make_model(model, train.batch, train.seq, train.precision, train.z_loss)),
+      model_(make_model(model, train.batch, train.seq, train.precision, train.z_loss,
+                        train.attention, train.matmul)),
       optimizer_(train.optimizer, model_->layout()),
       inputs_(size_t(train.batch) * train.seq),
       targets_(size_t(train.batch) * train.seq),
@@ -112,7 +114,9 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
         {"val_every", t.val_every},
         {"val_batches", t.val_batches},
         {"z_loss", json_float(t.z_loss)},
-        {"precision", precision_name(t.precision)}}},
+        {"precision", precision_name(t.precision)},
+        {"attention", attention_name(t.attention)},
+        {"matmul", matmul_name(t.matmul)}}},
       {"optimizer",
        {{"name", optimizer_name(t.optimizer)},
         {"beta1", json_float(t.beta1)},

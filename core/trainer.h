@@ -34,11 +34,12 @@ struct StepResult {
 struct MemoryEstimate {
   size_t params;       // parameters, padding excluded
   size_t param_bytes;  // w + g + m + v, padding included
-  size_t arena_bytes;  // activations and backward scratch at (B, T)
+  size_t arena_bytes;  // activations and backward scratch at (B, T), matmul workspace included
   size_t total() const { return param_bytes + arena_bytes; }
 };
 MemoryEstimate estimate_memory(const ModelConfig& model, int B, int T, Precision precision,
-                               Optimizer optimizer);
+                               Optimizer optimizer, AttentionKind attention = AttentionKind::kFused,
+                               MatmulKind matmul = MatmulKind::kBlocked);
 
 class Trainer {
  public:
@@ -49,6 +50,9 @@ class Trainer {
   Model& model() { return *model_; }
   const Dataset& data() const { return data_; }
   const TrainConfig& train_config() const { return train_; }
+  // The batch the last step() or validate() filled: inputs and targets, [B,T] row-major each.
+  const std::vector<int32_t>& batch_inputs() const { return inputs_; }
+  const std::vector<int32_t>& batch_targets() const { return targets_; }
 
   OptimizerState& optimizer() { return optimizer_; }
   const OptimizerState& optimizer() const { return optimizer_; }

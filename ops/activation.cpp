@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "simd/wide.h"
+
 namespace reftrain {
 
 namespace {
@@ -64,6 +66,74 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
     dgate[i] += dout[i] * up[i] * dsilu;
     dup[i] += dout[i] * silu;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast float path: each element's formula written once for V = float and V = simd::Wide,
+// with explicit FMAs and simd/math.h's tanh and sigmoid, so the 16-lane blocks and the scalar
+// tail compute the same bits on every ISA. Elementwise: any split between threads gives the
+// same result.
+
+namespace {
+
+using simd::load;
+
+// ½·x·(1 + tanh u) as h + h·tanh u with h = ½x; u = √(2/π)·(x + 0.044715·x·x²).
+template <typename V>
+V gelu_value(V x) {
+  const V u = V(kSqrt2OverPi<float>) * simd::fma(V(kGeluCubic<float>) * x * x, x, x);
+  const V h = V(0.5f) * x;
+  return simd::fma(h, simd::tanh(u), h);
+}
+
+// gelu'(x) = ½·(1 + th) + ½x·(1 - th²)·du, th = tanh u, du = √(2/π)·(1 + 3·0.044715·x²).
+template <typename V>
+V gelu_derivative(V x) {
+  const V x2 = x * x;
+  const V th = simd::tanh(V(kSqrt2OverPi<float>) * simd::fma(V(kGeluCubic<float>) * x2, x, x));
+  const V du = V(kSqrt2OverPi<float>) * simd::fma(V(3.0f * kGeluCubic<float>), x2, V(1.0f));
+  const V sech2 = simd::fma(-th, th, V(1.0f));
+  return simd::fma(V(0.5f) * x * sech2, du, V(0.5f) * (V(1.0f) + th));
+}
+
+}  // namespace
+
+void gelu_forward_fast(float* out, const float* x, size_t n) {
+  simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
+    using V = typename decltype(lanes)::type;
+    simd::store(out + i, gelu_value(load<V>(x + i)));
+  });
+}
+
+void gelu_backward_fast(float* dx, const float* x, const float* dout, size_t n) {
+  simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
+    using V = typename decltype(lanes)::type;
+    const V grad = gelu_derivative(load<V>(x + i));
+    simd::store(dx + i, simd::fma(grad, load<V>(dout + i), load<V>(dx + i)));
+  });
+}
+
+// σ(g) = 1/(1 + e^-g) (simd::sigmoid: e^-g overflows to +inf for g < -88.7, and 1/inf = 0).
+void swiglu_forward_fast(float* out, const float* gate, const float* up, size_t n) {
+  simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
+    using V = typename decltype(lanes)::type;
+    const V g = load<V>(gate + i);
+    simd::store(out + i, g * simd::sigmoid(g) * load<V>(up + i));
+  });
+}
+
+// silu'(g) = σ + g·σ·(1 - σ) = silu·(1 - σ) + σ.
+void swiglu_backward_fast(float* dgate, float* dup, const float* dout, const float* gate,
+                          const float* up, size_t n) {
+  simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
+    using V = typename decltype(lanes)::type;
+    const V g = load<V>(gate + i), d = load<V>(dout + i);
+    const V sg = simd::sigmoid(g);
+    const V silu = g * sg;
+    const V dsilu = simd::fma(silu, V(1.0f) - sg, sg);
+    simd::store(dgate + i, simd::fma(d * load<V>(up + i), dsilu, load<V>(dgate + i)));
+    simd::store(dup + i, simd::fma(d, silu, load<V>(dup + i)));
+  });
 }
 
 #define REFTRAIN_INSTANTIATE(T)                                    \

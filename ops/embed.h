@@ -23,4 +23,15 @@ void embed_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, in
 template <typename T>
 void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C);
 
+// The fast float path, used by the models: the same contracts, 16 channels at a time, and
+// bit-identical to the reference (the same additions in the same order). The backward is
+// parallel over chunks of 16 channels, each walking the positions in order: no atomics.
+void embed_forward_fast(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                        int B, int Tn, int C);
+void embed_backward_fast(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                         int Tn, int C);
+void token_embed_forward_fast(float* out, const int32_t* tokens, const float* wte, size_t N, int C);
+void token_embed_backward_fast(float* dwte, const float* dout, const int32_t* tokens, size_t N,
+                               int C);
+
 }  // namespace reftrain

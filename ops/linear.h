@@ -1,33 +1,36 @@
 // Linear layer: a matmul with the weight in nn.Linear layout, plus bias. GPU twins:
 // 03_linear.wgsl (forward) and 11_linear_backward.wgsl (both backward products).
-//   forward:        out[r,o] = b[o] + Σ_k inp[r,k]·w[o,k]        out = inp·wᵀ + b
-//   backward-data:  dinp[r,k] += Σ_o dout[r,o]·w[o,k]             dinp += dout·w
-//   backward-weight dw[o,k] += Σ_r dout[r,o]·inp[r,k]             dw += doutᵀ·inp
-//                   db[o] += Σ_r dout[r,o]
+//   forward:        out[r,o] = Σ_k inp[r,k]·w[o,k] + b[o]           out = inp·wᵀ + b
+//   backward-data:  dinp[r,k] += Σ_o dout[r,o]·w[o,k]               dinp += dout·w
+//   backward-weight dw[o,k] += Σ_r dout[r,o]·inp[r,k]               dw += doutᵀ·inp
+//   bias gradient   db[o] += Σ_r dout[r,o]
 // Shapes: inp [N,K], w [O,K], b [O] (may be null), out [N,O].
 //
-// Every sum runs over its index in ascending order, starting from the bias (forward) or the
-// value already in the accumulator (backward), with each product and sum rounded on its own:
-// the textbook loops' results bit for bit, for any thread count. The three products share one
-// register-blocked kernel (tiles of 4 rows × 4 SIMD vectors of outputs, each tile's
-// accumulators in registers over the whole sum) — see ops/linear.cpp.
+// The three products are one GEMM core (ops/matmul.h) with different operand layouts; the
+// Matmul passed in picks the variant (naive, tiled, blocked, eigen) and holds its workspace.
+// Each product's sums follow the core's contract: one FMA chain per output over the summed
+// index in ascending order (from 0 in the forward, from the value already there in backward),
+// the bias added after it. The bias gradient sums each column in ascending r with plain adds.
 #pragma once
+
+#include "ops/matmul.h"
 
 namespace reftrain {
 
 // W is the weight's storage type: T, or f16 in mixed precision (the fp16 mirror), widened to T
-// exactly as it is loaded; the arithmetic is always in T.
-//
-// w_t is caller scratch of K·O elements of T: the forward transposes (and widens) w into it once
-// per call so that each row's outputs are updated together, one k at a time.
+// exactly as the product packs it; the arithmetic is always in T.
 template <typename T, typename W>
-void linear_forward(T* out, const T* inp, const W* w, const T* b, T* w_t, int N, int K, int O);
+void linear_forward(const Matmul& mm, T* out, const T* inp, const W* w, const T* b, int N, int K,
+                    int O);
 
 // Accumulates (+=) into dinp, dw and db; dinp or db may be null when not wanted. Only the
-// backward-data product reads w; in mixed precision the caller widens the fp16 mirror into a
-// packed fp32 copy first (cast_f16_to_f32), as linear_forward does while transposing.
+// backward-data product reads w (f16 in mixed precision, widened as it is packed).
+template <typename T, typename W>
+void linear_backward(const Matmul& mm, T* dinp, T* dw, T* db, const T* dout, const T* inp,
+                     const W* w, int N, int K, int O);
+
+// db[o] += Σ_r dout[r,o], r = 0..N-1 in ascending order (one rounded add per term).
 template <typename T>
-void linear_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, int N, int K,
-                     int O);
+void bias_backward(T* db, const T* dout, int N, int O);
 
 }  // namespace reftrain

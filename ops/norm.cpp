@@ -1,7 +1,10 @@
 #include "ops/norm.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+
+#include "simd/reduce.h"
 
 namespace reftrain {
 
@@ -122,6 +125,143 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const
     }
     for (int j = 0; j < width; ++j) dw[c0 + j] += sw[j];
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast float path. Rows are independent (parallel over rows); each row's sums run in the
+// fixed 16-lane order of simd/reduce.h and every multiply-add is an explicit simd::fma, so the
+// AVX-512 and AVX2 builds give the same bits. The dw/db column sums are the reference's own
+// operations in the reference's order, on 16 channels at a time: bit-identical to it.
+
+namespace {
+
+using simd::lane_type;
+using simd::load;
+using simd::Wide;
+
+// dw += Σ_rows dout·n (and db += Σ_rows dout when db is not null), n = (x - mean)·rstd (mean
+// null: RMSNorm, n = x·rstd). Parallel over blocks of 16 channels, rows in order.
+void norm_param_grads(float* dw, float* db, const float* dout, const float* x, const float* mean,
+                      const float* rstd, int N, int C) {
+  const int nblocks = (C + int(simd::kWidth) - 1) / int(simd::kWidth);
+#pragma omp parallel for schedule(static)
+  for (int cb = 0; cb < nblocks; ++cb) {
+    const size_t c0 = size_t(cb) * simd::kWidth;
+    const size_t c1 = std::min(c0 + simd::kWidth, size_t(C));
+    simd::for_each16(c0, c1, [&](auto lanes, size_t c) {
+      using V = typename decltype(lanes)::type;
+      V sw = load<V>(dw + c), sb = db ? load<V>(db + c) : V(0.0f);
+      V pw(0.0f), pb(0.0f);  // Σ over the rows, then added once (as the reference does)
+      for (int i = 0; i < N; ++i) {
+        const V g = load<V>(dout + size_t(i) * C + c);
+        const V xi = load<V>(x + size_t(i) * C + c);
+        const V n = mean ? (xi - V(mean[i])) * V(rstd[i]) : xi * V(rstd[i]);
+        pw = pw + g * n;
+        pb = pb + g;
+      }
+      simd::store(dw + c, sw + pw);
+      if (db) simd::store(db + c, sb + pb);
+    });
+  }
+}
+
+}  // namespace
+
+void layernorm_forward_fast(float* out, float* mean, float* rstd, const float* x, const float* w,
+                            const float* b, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const float* xi = x + size_t(i) * C;
+    const float m =
+        simd::sum16(C, [&](auto acc, size_t c) { return acc + load<decltype(acc)>(xi + c); }) /
+        float(C);
+    const float sq = simd::sum16(C, [&](auto acc, size_t c) {
+      using V = decltype(acc);
+      const V d = load<V>(xi + c) - V(m);
+      return simd::fma(d, d, acc);
+    });
+    const float s = 1.0f / std::sqrt(sq / float(C) + float(kLayerNormEps));
+    float* oi = out + size_t(i) * C;
+    simd::for_each16(0, C, [&](auto lanes, size_t c) {
+      using V = typename decltype(lanes)::type;
+      const V n = (load<V>(xi + c) - V(m)) * V(s);
+      simd::store(oi + c, simd::fma(n, load<V>(w + c), load<V>(b + c)));
+    });
+    mean[i] = m;
+    rstd[i] = s;
+  }
+}
+
+void layernorm_backward_fast(float* dx, float* dw, float* db, const float* dout, const float* x,
+                             const float* w, const float* mean, const float* rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const float* xi = x + size_t(i) * C;
+    const float* gi = dout + size_t(i) * C;
+    const float m = mean[i], s = rstd[i];
+    // Σdn and Σdn·n in one pass.
+    const auto sums = simd::sums16<2>(C, [&](auto& acc, size_t c) {
+      using V = lane_type<decltype(acc)>;
+      const V n = (load<V>(xi + c) - V(m)) * V(s);
+      const V dn = load<V>(gi + c) * load<V>(w + c);
+      acc[0] = acc[0] + dn;
+      acc[1] = simd::fma(dn, n, acc[1]);
+    });
+    const float dn_mean = sums[0] / float(C), dn_n_mean = sums[1] / float(C);
+    float* dxi = dx + size_t(i) * C;
+    simd::for_each16(0, C, [&](auto lanes, size_t c) {
+      using V = typename decltype(lanes)::type;
+      const V n = (load<V>(xi + c) - V(m)) * V(s);
+      const V dn = load<V>(gi + c) * load<V>(w + c);
+      const V centred = simd::fma(-n, V(dn_n_mean), dn - V(dn_mean));  // dn - mean(dn) - n·…
+      simd::store(dxi + c, simd::fma(centred, V(s), load<V>(dxi + c)));
+    });
+  }
+  norm_param_grads(dw, db, dout, x, mean, rstd, N, C);
+}
+
+void rmsnorm_forward_fast(float* out, float* rstd, const float* x, const float* w, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const float* xi = x + size_t(i) * C;
+    const float sq = simd::sum16(C, [&](auto acc, size_t c) {
+      const auto xc = load<decltype(acc)>(xi + c);
+      return simd::fma(xc, xc, acc);
+    });
+    const float s = 1.0f / std::sqrt(sq / float(C) + float(kRmsNormEps));
+    float* oi = out + size_t(i) * C;
+    simd::for_each16(0, C, [&](auto lanes, size_t c) {
+      using V = typename decltype(lanes)::type;
+      simd::store(oi + c, load<V>(xi + c) * V(s) * load<V>(w + c));
+    });
+    rstd[i] = s;
+  }
+}
+
+void rmsnorm_backward_fast(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                           const float* rstd, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const float* xi = x + size_t(i) * C;
+    const float* gi = dout + size_t(i) * C;
+    const float s = rstd[i];
+    const float dn_n_mean = simd::sum16(C,
+                                        [&](auto acc, size_t c) {
+                                          using V = decltype(acc);
+                                          const V dn = load<V>(gi + c) * load<V>(w + c);
+                                          return simd::fma(dn, load<V>(xi + c) * V(s), acc);
+                                        }) /
+                            float(C);
+    float* dxi = dx + size_t(i) * C;
+    simd::for_each16(0, C, [&](auto lanes, size_t c) {
+      using V = typename decltype(lanes)::type;
+      const V n = load<V>(xi + c) * V(s);
+      const V dn = load<V>(gi + c) * load<V>(w + c);
+      const V centred = simd::fma(-n, V(dn_n_mean), dn);
+      simd::store(dxi + c, simd::fma(centred, V(s), load<V>(dxi + c)));
+    });
+  }
+  norm_param_grads(dw, nullptr, dout, x, nullptr, rstd, N, C);
 }
 
 #define REFTRAIN_INSTANTIATE(T)                                                           \

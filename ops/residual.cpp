@@ -1,5 +1,7 @@
 #include "ops/residual.h"
 
+#include "simd/wide.h"
+
 namespace reftrain {
 
 template <typename T>
@@ -15,6 +17,24 @@ void residual_backward(T* da, T* db, const T* dout, size_t n) {
     da[i] += dout[i];
     db[i] += dout[i];
   }
+}
+
+// The fast float path: the same single addition per element, 16 lanes at a time, so it is
+// bit-identical to the reference.
+void residual_forward_fast(float* out, const float* a, const float* b, size_t n) {
+  simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
+    using V = typename decltype(lanes)::type;
+    simd::store(out + i, simd::load<V>(a + i) + simd::load<V>(b + i));
+  });
+}
+
+void residual_backward_fast(float* da, float* db, const float* dout, size_t n) {
+  simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
+    using V = typename decltype(lanes)::type;
+    const V g = simd::load<V>(dout + i);
+    simd::store(da + i, simd::load<V>(da + i) + g);
+    simd::store(db + i, simd::load<V>(db + i) + g);
+  });
 }
 
 #define REFTRAIN_INSTANTIATE(T)                                      \

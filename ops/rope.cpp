@@ -2,17 +2,30 @@
 
 #include <cmath>
 #include <cstddef>
+#include <vector>
+
+#include "simd/wide.h"
 
 namespace reftrain {
 
 namespace {
-// cos and sin of the angle for position t and pair i, in double, rounded once to T.
+// f_i = theta^(-2i/hs), in double.
+double rope_frequency(int i, int hs, double theta) {
+  return std::pow(theta, -2.0 * i / hs);
+}
+
+// cos and sin of the angle a = t·f for position t and frequency f, in double, rounded once to T.
 template <typename T>
-void rope_angle(T* cos_a, T* sin_a, int t, int i, int hs, double theta) {
-  const double f = std::pow(theta, -2.0 * i / hs);
+void rope_cos_sin(T* cos_a, T* sin_a, int t, double f) {
   const double a = t * f;
   *cos_a = T(std::cos(a));
   *sin_a = T(std::sin(a));
+}
+
+// The same for pair i.
+template <typename T>
+void rope_angle(T* cos_a, T* sin_a, int t, int i, int hs, double theta) {
+  rope_cos_sin(cos_a, sin_a, t, rope_frequency(i, hs, theta));
 }
 }  // namespace
 
@@ -58,6 +71,67 @@ void rope_backward(T* dx, const T* dout, int B, int Tn, int NH, int hs, double t
       }
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fast float path: the reference's operations on each pair, 16 pairs at a time, with the
+// angles' cos and sin computed as the reference does (in double, rounded once) into a per-thread
+// table for the current position, the hs/2 frequencies once per thread: bit-identical to the
+// reference. Parallel over positions; each position's rows (all batches and heads) are
+// contiguous.
+
+namespace {
+
+// Rotates every head of the rows at position t: cos_sin holds cos a for the hs/2 pairs, then
+// sin a. Forward: out = rotation of x by a; backward: out += rotation of x by -a.
+template <bool kBackward>
+void rope_rows_fast(float* out, const float* x, const float* cos_sin, int B, int Tn, int t, int NH,
+                    int hs) {
+  const size_t half = size_t(hs) / 2;
+  const size_t C = size_t(NH) * hs;
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      const size_t k = (size_t(b) * Tn + t) * C + size_t(h) * hs;
+      simd::for_each16(0, half, [&](auto lanes, size_t i) {
+        using V = typename decltype(lanes)::type;
+        const V c = simd::load<V>(cos_sin + i), s = simd::load<V>(cos_sin + half + i);
+        const V x1 = simd::load<V>(x + k + i), x2 = simd::load<V>(x + k + half + i);
+        if (kBackward) {
+          simd::store(out + k + i, simd::load<V>(out + k + i) + (x1 * c + x2 * s));
+          simd::store(out + k + half + i, simd::load<V>(out + k + half + i) + (x2 * c - x1 * s));
+        } else {
+          simd::store(out + k + i, x1 * c - x2 * s);
+          simd::store(out + k + half + i, x2 * c + x1 * s);
+        }
+      });
+    }
+  }
+}
+
+template <bool kBackward>
+void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta) {
+  const int half = hs / 2;
+#pragma omp parallel
+  {
+    std::vector<double> freq(static_cast<size_t>(half));
+    for (int i = 0; i < half; ++i) freq[i] = rope_frequency(i, hs, theta);
+    std::vector<float> cos_sin(static_cast<size_t>(hs));
+#pragma omp for schedule(static)
+    for (int t = 0; t < Tn; ++t) {
+      for (int i = 0; i < half; ++i) rope_cos_sin(&cos_sin[i], &cos_sin[half + i], t, freq[i]);
+      rope_rows_fast<kBackward>(out, x, cos_sin.data(), B, Tn, t, NH, hs);
+    }
+  }
+}
+
+}  // namespace
+
+void rope_forward_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta) {
+  rope_fast<false>(out, x, B, Tn, NH, hs, theta);
+}
+
+void rope_backward_fast(float* dx, const float* dout, int B, int Tn, int NH, int hs, double theta) {
+  rope_fast<true>(dx, dout, B, Tn, NH, hs, theta);
 }
 
 #define REFTRAIN_INSTANTIATE(T)                                            \

@@ -38,32 +38,39 @@ size_t chunk_begin(size_t n, int c) {
   return n * size_t(c) / kNormChunks;
 }
 
-// One chunk in xsimd. Lanes are widened to double before squaring, so every g² is exact (a
-// 24-bit mantissa squared fits in 53 bits; the smallest float squared, 2^-298, is a normal
-// double). kAcc accumulators of Batch<double>::size lanes each take every kAcc-th group of
-// lanes; at the end they are added as (a0 + a1) + (a2 + a3), then the lanes by reduce_add (a
-// fixed shuffle tree), then the < kAcc·lanes leftover elements one by one in order. The order
-// depends on the chunk's bounds only, never on the thread that runs it.
+// One chunk in xsimd, the same bits on every ISA. Lanes are widened to double before squaring, so
+// every g² is exact (a 24-bit mantissa squared fits in 53 bits; the smallest float squared,
+// 2^-298, is a normal double). The sum has kWidth = 32 logical lanes: lane l adds the elements
+// begin + l, begin + l + 32, ... of the full groups in order, whatever the native vector width
+// (4 batches of 8 doubles on AVX-512, 8 of 4 on AVX2); then the 32 lane sums in a fixed halving
+// tree, then the < 32 leftover elements one by one in order. The order depends on the chunk's
+// bounds only, never on the ISA or the thread that runs it.
 double chunk_norm_sq(const float* g, size_t begin, size_t end) {
   using D = simd::Batch<double>;
   constexpr size_t kLanes = D::size;
-  constexpr size_t kAcc = 4;
+  constexpr size_t kWidth = 32;
+  constexpr size_t kAcc = kWidth / kLanes;
+  static_assert(kWidth % kLanes == 0, "the logical width must be a multiple of the native one");
   const D zero(0.0);
   const D inf(std::numeric_limits<double>::infinity());
-  D a0 = zero, a1 = zero, a2 = zero, a3 = zero;
   // select(|x| < ∞, x², 0): false for ±Inf and NaN.
   const auto sq = [&](size_t i) {
     const D x = simd::load_widen(g + i);
     return xsimd::select(xsimd::abs(x) < inf, x * x, zero);
   };
+  D acc[kAcc];
+  for (D& a : acc) a = zero;
   size_t i = begin;
-  for (; i + kAcc * kLanes <= end; i += kAcc * kLanes) {
-    a0 += sq(i);
-    a1 += sq(i + kLanes);
-    a2 += sq(i + 2 * kLanes);
-    a3 += sq(i + 3 * kLanes);
+  for (; i + kWidth <= end; i += kWidth) {
+#pragma GCC unroll 8
+    for (size_t j = 0; j < kAcc; ++j) acc[j] += sq(i + j * kLanes);
   }
-  double s = simd::reduce_add((a0 + a1) + (a2 + a3));
+  alignas(64) double lane[kWidth];
+  for (size_t j = 0; j < kAcc; ++j) acc[j].store_aligned(lane + j * kLanes);
+  for (size_t w = kWidth / 2; w > 0; w /= 2) {
+    for (size_t l = 0; l < w; ++l) lane[l] += lane[l + w];
+  }
+  double s = lane[0];
   for (; i < end; ++i) {
     if (std::isfinite(g[i])) s += double(g[i]) * double(g[i]);
   }

@@ -8,6 +8,7 @@ packages=(
   build-essential cmake
   libeigen3-dev libxsimd-dev libcli11-dev nlohmann-json3-dev
   libomp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev  # bench/bench_matmul's peer only: reftrain itself links no BLAS
   python3 python3-torch python3-numpy
   librsvg2-bin util-linux  # tests: rsvg-convert renders loss plots; unshare/mount, fault tests
   fortunes

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <type_traits>
 #include <xsimd/xsimd.hpp>
 
 namespace reftrain::simd {
@@ -34,22 +35,22 @@ T reduce_add(const Batch<T>& b) {
 }
 #pragma GCC diagnostic pop
 
-// a·b + c with one rounding. xsimd 8.1 has no AVX-512 fma kernel and falls back to a separate
-// multiply and add (two roundings), so AVX-512 gets the intrinsic; AVX2 builds (x86-64-v3)
-// get xsimd's FMA3 kernel. Kernels call this, never xsimd::fma, so that a vector lane computes
-// exactly what std::fma computes in the scalar tail, on every ISA.
-inline Batch<float> fma(const Batch<float>& a, const Batch<float>& b, const Batch<float>& c) {
+// a·b + c rounded once (a fused multiply-add), lane by lane: the same bits as std::fma on every
+// ISA. xsimd 8's own xsimd::fma is fused on fma3 targets but computes a*b + c with two roundings
+// on AVX-512 (no avx512f overload), so the AVX-512 case calls the intrinsic itself.
+template <typename T>
+Batch<T> fma(const Batch<T>& a, const Batch<T>& b, const Batch<T>& c) {
 #if defined(__AVX512F__)
-  return Batch<float>(_mm512_fmadd_ps(a, b, c));
-#else
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double");
+  if constexpr (std::is_same_v<T, float>) {
+    return Batch<T>(_mm512_fmadd_ps(a, b, c));
+  } else {
+    return Batch<T>(_mm512_fmadd_pd(a, b, c));
+  }
+#elif defined(__FMA__)
   return xsimd::fma(a, b, c);
-#endif
-}
-inline Batch<double> fma(const Batch<double>& a, const Batch<double>& b, const Batch<double>& c) {
-#if defined(__AVX512F__)
-  return Batch<double>(_mm512_fmadd_pd(a, b, c));
 #else
-  return xsimd::fma(a, b, c);
+  static_assert(sizeof(T) == 0, "simd::fma needs FMA (build for x86-64-v3 or newer)");
 #endif
 }
 inline float fma(float a, float b, float c) {

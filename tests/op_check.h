@@ -153,4 +153,22 @@ void check_float_matches_double(const Op& op) {
   for (size_t k = 0; k < g_d.size(); ++k) expect_float_close("d" + op.names[k], g_f[k], g_d[k]);
 }
 
+// A buffer between guard zones of sentinel values, to catch writes outside it.
+constexpr size_t kGuard = 64;
+constexpr double kSentinel = -777.25;
+struct Guarded {
+  std::vector<double> buf;
+  size_t n;
+  Guarded(size_t size, double fill) : buf(size + 2 * kGuard, kSentinel), n(size) {
+    std::fill(buf.begin() + kGuard, buf.begin() + kGuard + n, fill);
+  }
+  double* data() { return buf.data() + kGuard; }
+  bool guards_intact() const {
+    for (size_t i = 0; i < kGuard; ++i) {
+      if (buf[i] != kSentinel || buf[kGuard + n + i] != kSentinel) return false;
+    }
+    return true;
+  }
+};
+
 }  // namespace reftrain::op_check

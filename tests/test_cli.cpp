@@ -43,6 +43,15 @@ TEST_F(CliTest, UnknownFlagIsUsageError) {
   expect_user_error("train --preset tiny --no-such-flag 3 --data " + text_, 2, "--no-such-flag");
 }
 
+TEST_F(CliTest, UnknownMatmulIsUsageError) {
+  expect_user_error("train --preset tiny --matmul blas --data " + text_, 2, "--matmul");
+}
+
+TEST_F(CliTest, UnknownAttentionIsUsageError) {
+  expect_user_error("train --preset tiny --attention flash --data " + text_, 2,
+                    "--attention: flash not in {fused,materialised}");
+}
+
 TEST_F(CliTest, ZeroThreadsIsUsageError) {
   expect_user_error("train --preset tiny --threads 0 --data " + text_, 2, "--threads");
 }
@@ -212,7 +221,7 @@ TEST(CliHelp, TrainHelpListsOptions) {
   const CommandResult r = run_reftrain("train --help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const char* opt : {"--preset", "--data", "--data-tokens", "--init-from", "--trace",
-                          "--steps", "--seq", "--lr", "--threads"}) {
+                          "--steps", "--seq", "--lr", "--threads", "--matmul"}) {
     EXPECT_NE(r.output.find(opt), std::string::npos) << opt << " missing from:\n" << r.output;
   }
 }
@@ -272,6 +281,66 @@ TEST_F(CliTest, LlamaTraceIsIdenticalAcrossThreadCounts) {
     }
     expect_same_trace(traces[0], traces[1]);
   }
+}
+
+// naive, tiled and blocked compute every product with the same FMA chains: the same trace, bit
+// for bit (but for the run line's "matmul"), in both families and both precisions. eigen sums in
+// its own order: its trace is its own, the same for any thread count, and near the others'.
+TEST_F(CliTest, MatmulVariantsGiveIdenticalTraces) {
+  for (const char* run : {"--preset tiny", "--preset llama-tiny --precision mixed"}) {
+    SCOPED_TRACE(run);
+    auto trace_of = [&](const std::string& matmul, int threads) {
+      const std::string t = dir_.file(matmul + std::to_string(threads) + ".jsonl");
+      const CommandResult r =
+          run_reftrain("train " + std::string(run) + " --steps 12 --matmul " + matmul +
+                       " --threads " + std::to_string(threads) + " --data " + text_ +
+                       " --trace " + t);
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      std::vector<json> lines = trace_without_ms(t);
+      EXPECT_EQ(lines.at(0)["train"]["matmul"], matmul);
+      lines.at(0)["train"].erase("matmul");
+      return lines;
+    };
+    const std::vector<json> blocked = trace_of("blocked", 2);
+    EXPECT_EQ(trace_of("naive", 2), blocked);
+    EXPECT_EQ(trace_of("tiled", 1), blocked);
+    const std::vector<json> eigen = trace_of("eigen", 2);
+    EXPECT_EQ(trace_of("eigen", 1), eigen);
+    ASSERT_EQ(eigen.size(), blocked.size());
+    for (size_t i = 1; i < eigen.size(); ++i) {
+      if (eigen[i]["type"] != "step") continue;
+      // 1e-4 relative: a dozen steps of fp32 reordering noise stay near 1e-6; a wrong product
+      // moves the loss by 1e-2 or more.
+      const double a = eigen[i]["loss"].get<double>(), b = blocked[i]["loss"].get<double>();
+      EXPECT_NEAR(a, b, 1e-4 * std::abs(b)) << "line " << i + 1;
+    }
+  }
+}
+
+// The materialised reference attention: the same bits for any thread count too, and the same
+// training as the fused kernel up to rounding. The first step's loss is computed before any
+// update, so the two differ only by float rounding in attention (~1e-7 relative); later steps
+// drift apart as rounding differences feed through AdamW (measured ~1e-5 after 20 steps): 1e-3.
+TEST_F(CliTest, MaterialisedAttentionIsDeterministicAndTracksFused) {
+  std::vector<std::string> traces;
+  for (const char* run : {"materialised --threads 1", "materialised --threads 2", "fused"}) {
+    traces.push_back(dir_.file("att" + std::to_string(traces.size()) + ".jsonl"));
+    const CommandResult r = run_reftrain("train --preset tiny --steps 20 --data " + text_ +
+                                         " --trace " + traces.back() + " --attention " + run);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  expect_same_trace(traces[0], traces[1]);
+  const std::vector<json> mat = read_trace(traces[0]), fused = read_trace(traces[2]);
+  EXPECT_EQ(mat[0]["train"]["attention"], "materialised");
+  EXPECT_EQ(fused[0]["train"]["attention"], "fused");
+  int steps = 0;
+  for (size_t i = 1; i < mat.size() && i < fused.size(); ++i) {
+    if (mat[i].value("type", "") != "step") continue;
+    const double a = mat[i]["loss"].get<double>(), b = fused[i]["loss"].get<double>();
+    EXPECT_NEAR(a, b, (mat[i]["step"] == 1 ? 1e-6 : 1e-3) * std::abs(a)) << mat[i].dump();
+    ++steps;
+  }
+  EXPECT_EQ(steps, 20);
 }
 
 TEST_F(CliTest, TraceIsIdenticalRunToRun) {
@@ -389,11 +458,14 @@ TEST_F(CliTest, AdamW8bitTracksFp32State) {
 
 // The peak resident memory of a run, less what the process held before the model was built,
 // agrees with estimate_memory() (what `reftrain presets` prints) within 10 %, for every
-// optimizer and precision. laptop, so that the model's buffers dominate the measurement.
+// optimizer, precision and attention kind. laptop, so that the model's buffers dominate the
+// measurement.
 TEST_F(CliTest, PeakMemoryMatchesEstimate) {
   for (const char* combo :
        {"--optimizer adamw --precision fp32", "--optimizer adamw --precision mixed",
-        "--optimizer adamw8bit --precision fp32", "--optimizer adamw8bit --precision mixed"}) {
+        "--optimizer adamw8bit --precision fp32", "--optimizer adamw8bit --precision mixed",
+        "--optimizer adamw --precision fp32 --attention materialised",
+        "--matmul eigen --precision mixed"}) {
     SCOPED_TRACE(combo);
     const std::string trace = dir_.file("mem.jsonl");
     const CommandResult r =
@@ -441,6 +513,7 @@ TEST_F(CliTest, TraceRecordsArchitectureAndRope) {
   EXPECT_EQ(g["train"]["z_loss"], 0.0);
   EXPECT_EQ(g["train"]["precision"], "fp32");
   EXPECT_EQ(g["optimizer"]["name"], "adamw");
+  EXPECT_EQ(g["train"]["matmul"], "blocked");
 }
 
 TEST_F(CliTest, TraceFormat) {

@@ -58,9 +58,7 @@ nlohmann::json config_json(const ModelConfig& m, float z_loss) {
   return j;
 }
 
-std::string python_script(const std::string& name) {
-  return std::string(REFTRAIN_TORCH_PYTHON) + " " REFTRAIN_SOURCE_DIR "/tests/torch/" + name;
-}
+using testing::python_script;
 
 struct Oracle {
   double loss;
@@ -106,10 +104,13 @@ Oracle run_mirror(const TempDir& dir, const Model& model, const std::vector<int3
 struct ParityCase {
   Arch arch;
   Precision precision;
+  MatmulKind matmul = MatmulKind::kBlocked;
+  AttentionKind attention = AttentionKind::kFused;
 };
 
 void PrintTo(const ParityCase& c, std::ostream* os) {
-  *os << arch_name(c.arch) << "/" << precision_name(c.precision);
+  *os << arch_name(c.arch) << "/" << precision_name(c.precision) << "/" << matmul_name(c.matmul)
+      << "/" << attention_name(c.attention);
 }
 
 class TorchParity : public ::testing::TestWithParam<ParityCase> {
@@ -127,7 +128,8 @@ class TorchParity : public ::testing::TestWithParam<ParityCase> {
     return v.data() + size_t(s) * train_.batch * train_.seq;
   }
   std::unique_ptr<Model> fresh_model() const {
-    auto m = make_model(model_cfg_, train_.batch, train_.seq, train_.precision, train_.z_loss);
+    auto m = make_model(model_cfg_, train_.batch, train_.seq, train_.precision, train_.z_loss,
+                        GetParam().attention, GetParam().matmul);
     m->init_weights(42);
     return m;
   }
@@ -187,15 +189,36 @@ TEST_P(TorchParity, LossGradientsAndTenAdamWSteps) {
   std::printf("10 AdamW steps: worst relative loss difference %.2e\n", worst_step);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, TorchParity,
-                         ::testing::Values(ParityCase{Arch::kGpt2, Precision::kFp32},
-                                           ParityCase{Arch::kGpt2, Precision::kMixed},
-                                           ParityCase{Arch::kLlama, Precision::kFp32},
-                                           ParityCase{Arch::kLlama, Precision::kMixed}),
-                         [](const ::testing::TestParamInfo<ParityCase>& info) {
-                           return std::string(arch_name(info.param.arch)) + "_" +
-                                  precision_name(info.param.precision);
-                         });
+// Both families in both precisions with the default (blocked) and the naive matmul; tiled and
+// eigen on one fp32 and one mixed case each; all with the fused attention (the default), and the
+// materialised reference attention in fp32 for both families.
+INSTANTIATE_TEST_SUITE_P(
+    Families, TorchParity,
+    ::testing::Values(ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kBlocked},
+                      ParityCase{Arch::kGpt2, Precision::kMixed, MatmulKind::kBlocked},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kBlocked},
+                      ParityCase{Arch::kLlama, Precision::kMixed, MatmulKind::kBlocked},
+                      ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kNaive},
+                      ParityCase{Arch::kGpt2, Precision::kMixed, MatmulKind::kNaive},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kNaive},
+                      ParityCase{Arch::kLlama, Precision::kMixed, MatmulKind::kNaive},
+                      ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kTiled},
+                      ParityCase{Arch::kLlama, Precision::kMixed, MatmulKind::kTiled},
+                      ParityCase{Arch::kGpt2, Precision::kMixed, MatmulKind::kEigen},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kEigen},
+                      ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kBlocked,
+                                 AttentionKind::kMaterialised},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kBlocked,
+                                 AttentionKind::kMaterialised}),
+    [](const ::testing::TestParamInfo<ParityCase>& info) {
+      std::string name = std::string(arch_name(info.param.arch)) + "_" +
+                         precision_name(info.param.precision) + "_" +
+                         matmul_name(info.param.matmul);
+      if (info.param.attention != AttentionKind::kFused) {
+        name += std::string("_") + attention_name(info.param.attention);
+      }
+      return name;
+    });
 
 // RoPE alone against an HF-style rotate_half implementation (tests/torch/rope_check.py): the
 // forward and the backward (the transposed rotation), at positions up to 40 where the angles

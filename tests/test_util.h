@@ -43,6 +43,12 @@ inline CommandResult run_reftrain(const std::string& args) {
   return run_command(std::string(REFTRAIN_BIN) + " " + args);
 }
 
+// The command line that runs tests/torch/NAME under the python that has torch (the PyTorch
+// oracle's interpreter, found by tests/CMakeLists.txt).
+inline std::string python_script(const std::string& name) {
+  return std::string(REFTRAIN_TORCH_PYTHON) + " " REFTRAIN_SOURCE_DIR "/tests/torch/" + name;
+}
+
 // A fresh directory under the system temp dir, removed when the object goes away.
 class TempDir {
  public:

@@ -168,14 +168,13 @@ struct Ffn {
   Vec wgate, wup, wdown;
   // The forward, keeping what the backward reads: x, gate, up and h.
   void forward(Vec& gate, Vec& up, Vec& h, Vec& y, const Vec& x) const {
-    Vec w_t(size_t(C) * F);
     gate.assign(size_t(N) * F, 0.0), up.assign(size_t(N) * F, 0.0);
     h.assign(size_t(N) * F, 0.0), y.assign(size_t(N) * C, 0.0);
-    linear_forward<double, double>(gate.data(), x.data(), wgate.data(), nullptr, w_t.data(), N, C,
-                                   F);
-    linear_forward<double, double>(up.data(), x.data(), wup.data(), nullptr, w_t.data(), N, C, F);
+    const Matmul& mm = teaching_matmul();
+    linear_forward<double, double>(mm, gate.data(), x.data(), wgate.data(), nullptr, N, C, F);
+    linear_forward<double, double>(mm, up.data(), x.data(), wup.data(), nullptr, N, C, F);
     swiglu_forward(h.data(), gate.data(), up.data(), h.size());
-    linear_forward<double, double>(y.data(), h.data(), wdown.data(), nullptr, w_t.data(), N, F, C);
+    linear_forward<double, double>(mm, y.data(), h.data(), wdown.data(), nullptr, N, F, C);
   }
 };
 
@@ -209,8 +208,8 @@ void run_ffn_backward(Printer& out, uint64_t seed) {
   out.mat("dy (upstream)", dy, N, C);
   out.line("  stage 3, y = h Wdown^T:  dh = dy Wdown,  dWdown = dy^T h");
   Vec dh(size_t(N) * F, 0.0), dwdown(size_t(C) * F, 0.0);
-  linear_backward<double>(dh.data(), dwdown.data(), nullptr, dy.data(), h.data(), ffn.wdown.data(),
-                          N, F, C);
+  linear_backward<double, double>(teaching_matmul(), dh.data(), dwdown.data(), nullptr, dy.data(),
+                                  h.data(), ffn.wdown.data(), N, F, C);
   out.mat("dh", dh, N, F);
   out.mat("dWdown", dwdown, C, F);
   out.line("  stage 2, h = silu(gate) * up:");
@@ -222,11 +221,11 @@ void run_ffn_backward(Printer& out, uint64_t seed) {
   out.line("  stage 1, gate = x Wgate^T and up = x Wup^T both read x:");
   out.line("    dx = dgate Wgate + dup Wup,  dWgate = dgate^T x,  dWup = dup^T x");
   Vec dx(size_t(N) * C, 0.0), dwgate(size_t(F) * C, 0.0), dwup(size_t(F) * C, 0.0);
-  linear_backward<double>(dx.data(), dwgate.data(), nullptr, dgate.data(), x.data(),
-                          ffn.wgate.data(), N, C, F);
+  linear_backward<double, double>(teaching_matmul(), dx.data(), dwgate.data(), nullptr,
+                                  dgate.data(), x.data(), ffn.wgate.data(), N, C, F);
   Vec dx_gate = dx;
-  linear_backward<double>(dx.data(), dwup.data(), nullptr, dup.data(), x.data(), ffn.wup.data(), N,
-                          C, F);
+  linear_backward<double, double>(teaching_matmul(), dx.data(), dwup.data(), nullptr, dup.data(),
+                                  x.data(), ffn.wup.data(), N, C, F);
   out.mat("dx, gate's part", dx_gate, N, C);
   out.mat("dx = gate's part + up's part", dx, N, C);
   out.mat("dWgate", dwgate, F, C);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "apps/explain/explain.h"
+#include "ops/attention_fused.h"
 
 namespace reftrain::explain {
 
@@ -87,6 +88,14 @@ void forward(const std::vector<double>& qkv, std::vector<double>& y, std::vector
   attention_forward(y.data(), att.data(), qkv.data(), B, T, C, NH);
 }
 
+// The fused kernel: the same output, and of the softmax only each row's logsumexp.
+void forward_fused(const std::vector<double>& qkv, std::vector<double>& y,
+                   std::vector<double>& lse) {
+  y.assign(size_t(T) * C, 0.0);
+  lse.assign(size_t(T), 0.0);
+  attention_forward_fused(y.data(), lse.data(), qkv.data(), B, T, C, NH);
+}
+
 void print_inputs(Printer& out, const Problem& p) {
   out.section("inputs (one head: row t of q, k, v is position t)");
   out.mat("q [T,hs]", p.q, T, HS);
@@ -94,11 +103,9 @@ void print_inputs(Printer& out, const Problem& p) {
   out.mat("v [T,hs]", p.v, T, HS);
 }
 
-// The kernel's gradients split into dq, dk, dv, from dqkv starting at zero.
-void backward(const Problem& p, const std::vector<double>& att, std::vector<double>& dq,
-              std::vector<double>& dk, std::vector<double>& dv) {
-  std::vector<double> dqkv(p.qkv.size(), 0.0), dp(size_t(T), 0.0);
-  attention_backward(dqkv.data(), dp.data(), p.dout.data(), p.qkv.data(), att.data(), B, T, C, NH);
+// dqkv split into dq, dk, dv.
+void unpack(const std::vector<double>& dqkv, std::vector<double>& dq, std::vector<double>& dk,
+            std::vector<double>& dv) {
   dq.assign(size_t(T) * C, 0.0), dk = dq, dv = dq;
   for (int t = 0; t < T; ++t) {
     for (int c = 0; c < C; ++c) {
@@ -107,6 +114,24 @@ void backward(const Problem& p, const std::vector<double>& att, std::vector<doub
       dv[size_t(t) * C + c] = dqkv[size_t(t) * 3 * C + 2 * C + c];
     }
   }
+}
+
+// The kernel's gradients split into dq, dk, dv, from dqkv starting at zero.
+void backward(const Problem& p, const std::vector<double>& att, std::vector<double>& dq,
+              std::vector<double>& dk, std::vector<double>& dv) {
+  std::vector<double> dqkv(p.qkv.size(), 0.0), dp(size_t(T), 0.0);
+  attention_backward(dqkv.data(), dp.data(), p.dout.data(), p.qkv.data(), att.data(), B, T, C, NH);
+  unpack(dqkv, dq, dk, dv);
+}
+
+// The fused backward's, from the forward's out and lse only.
+void backward_fused(const Problem& p, std::vector<double>& dq, std::vector<double>& dk,
+                    std::vector<double>& dv) {
+  std::vector<double> y, lse, dqkv(p.qkv.size(), 0.0);
+  forward_fused(p.qkv, y, lse);
+  attention_backward_fused(dqkv.data(), p.dout.data(), p.qkv.data(), y.data(), lse.data(), B, T, C,
+                           NH);
+  unpack(dqkv, dq, dk, dv);
 }
 
 void fd_check(Printer& out, const Problem& p, const std::vector<double>& dq,
@@ -132,6 +157,22 @@ void fd_check(Printer& out, const Problem& p, const std::vector<double>& dq,
          (loss(p.q, nudge(p.k, ki, h), p.v) - loss(p.q, nudge(p.k, ki, -h), p.v)) / (2 * h));
   out.fd("dv[1][0]", dv[vi],
          (loss(p.q, p.k, nudge(p.v, vi, h)) - loss(p.q, p.k, nudge(p.v, vi, -h))) / (2 * h));
+}
+
+// The fused kernel runs the recurrence over every row and keeps only the logsumexps.
+void fused_forward(Printer& out, const Problem& p, const std::vector<double>& y) {
+  out.section("the fused kernel (attention_forward_fused): out, and lse instead of p");
+  std::vector<double> yf, lse, mine(T, 0.0);
+  forward_fused(p.qkv, yf, lse);
+  for (int t = 0; t < T; ++t) {
+    double m = -INFINITY, l = 0.0;
+    for (int u = 0; u <= t; ++u) m = std::max(m, dot(p.q, t, p.k, u) / std::sqrt(double(HS)));
+    for (int u = 0; u <= t; ++u) l += std::exp(dot(p.q, t, p.k, u) / std::sqrt(double(HS)) - m);
+    mine[t] = m + std::log(l);
+  }
+  out.vec("lse [T] (attention_forward_fused)", lse);
+  agree(out, "lse by hand vs the fused kernel", mine, lse);
+  agree(out, "out of the fused kernel vs attention_forward", yf, y);
 }
 
 void run_attention(Printer& out, uint64_t seed) {
@@ -226,6 +267,7 @@ void run_attention(Printer& out, uint64_t seed) {
     agree(out, "online vs attention_forward's " + ot, o, row(y, t, HS));
     out.scalar("logsumexp = m + log(l)", m + std::log(l), "(all the fused backward keeps)");
   }
+  fused_forward(out, p, y);
 
   out.section("backward (docs/kernels/10_attention_backward.md derives it)");
   out.mat("dout [T,hs] (upstream gradient)", p.dout, T, HS);
@@ -294,6 +336,18 @@ void run_attention_backward(Printer& out, uint64_t seed) {
   agree(out, "dq by hand vs the kernel", dq, kq);
   agree(out, "dk by hand vs the kernel", dk, kk);
   agree(out, "dv by hand vs the kernel", dv, kv);
+
+  out.section("the fused backward (attention_backward_fused) keeps no P: D_t = dout_t . out_t,");
+  out.line("  then p = exp(s - lse_t) recomputed, tile by tile");
+  std::vector<double> Dfused(T);
+  for (int t = 0; t < T; ++t) Dfused[t] = dot(p.dout, t, y, t);
+  out.vec("D = dout_t . out_t", Dfused);
+  agree(out, "D vs rowsum(P*dP)", Dfused, D);
+  std::vector<double> fq, fk, fv;
+  backward_fused(p, fq, fk, fv);
+  agree(out, "dq of the fused kernel vs attention_backward", fq, kq);
+  agree(out, "dk of the fused kernel vs attention_backward", fk, kk);
+  agree(out, "dv of the fused kernel vs attention_backward", fv, kv);
   fd_check(out, p, kq, kk, kv);
 }
 

@@ -19,6 +19,11 @@ std::string num(double v) {
 }
 }  // namespace
 
+const Matmul& teaching_matmul() {
+  static const Matmul naive(MatmulKind::kNaive, 1);
+  return naive;
+}
+
 void Printer::title(const std::string& text) {
   out_ += text + "\n" + std::string(text.size(), '=') + "\n";
 }

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ops/matmul.h"
+
 namespace reftrain::explain {
 
 // Text laid out for an 80-column terminal. Numbers are printed with a fixed number of decimals
@@ -52,6 +54,9 @@ struct Explainer {
   std::string page;     // docs/kernels/NN_*.md
   void (*run)(Printer& out, uint64_t seed);
 };
+
+// The matmul variant the examples run: naive, the textbook loop (one thread).
+const Matmul& teaching_matmul();
 
 // Every kernel, in pipeline order.
 const std::vector<Explainer>& explainers();

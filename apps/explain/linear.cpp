@@ -58,8 +58,8 @@ void print_inputs(Printer& out, const Problem& p) {
 
 std::vector<double> forward(const std::vector<double>& inp, const std::vector<double>& w,
                             const std::vector<double>& b) {
-  std::vector<double> y(size_t(N) * O), w_t(size_t(K) * O);
-  linear_forward(y.data(), inp.data(), w.data(), b.data(), w_t.data(), N, K, O);
+  std::vector<double> y(size_t(N) * O);
+  linear_forward(teaching_matmul(), y.data(), inp.data(), w.data(), b.data(), N, K, O);
   return y;
 }
 
@@ -115,8 +115,8 @@ void run_linear(Printer& out, uint64_t seed) {
   out.section("backward (docs/kernels/11_linear_backward.md derives it)");
   out.mat("dout [N,O] (upstream gradient)", p.dout, N, O);
   std::vector<double> dinp(size_t(N) * K, 0.0), dw(size_t(O) * K, 0.0), db(O, 0.0);
-  linear_backward(dinp.data(), dw.data(), db.data(), p.dout.data(), p.inp.data(), p.w.data(), N, K,
-                  O);
+  linear_backward(teaching_matmul(), dinp.data(), dw.data(), db.data(), p.dout.data(), p.inp.data(),
+                  p.w.data(), N, K, O);
   out.mat("dinp = dout * w [N,K]", dinp, N, K);
   out.mat("dw = dout^T * inp [O,K]", dw, O, K);
   out.vec("db = column sums of dout [O]", db);
@@ -175,8 +175,8 @@ void run_linear_backward(Printer& out, uint64_t seed) {
   out.line("  scatter-add, both with +=; here the other part is simply 1.0 everywhere)");
   std::vector<double> dinp(size_t(N) * K, 0.0), dw(size_t(O) * K, 1.0), db(O, 0.0);
   out.mat("dw before", dw, O, K);
-  linear_backward(dinp.data(), dw.data(), db.data(), p.dout.data(), p.inp.data(), p.w.data(), N, K,
-                  O);
+  linear_backward(teaching_matmul(), dinp.data(), dw.data(), db.data(), p.dout.data(), p.inp.data(),
+                  p.w.data(), N, K, O);
   out.mat("dinp (linear_backward)", dinp, N, K);
   out.mat("dw after = 1.0 + dout^T * inp (linear_backward)", dw, O, K);
   out.vec("db (linear_backward)", db);

@@ -21,7 +21,8 @@ the gradient passes straight through to the master (fp32/--dtype) weight.  Round
 attn.c_proj, mlp.c_fc, mlp.c_proj weights and the tied lm_head (logits = ln_f(x) @ round(wte).T).
 Not rounded: the embedding lookups wte[tok], wpe[t], LayerNorm weights, biases.
 
-Shared pieces used by llama_mirror.py: `load`, `adamw_step`, `round_f16`, `train`, `cli`.
+Shared pieces used by llama_mirror.py: `load`, `adamw_step`, `round_f16`, `train`, `cli`; replay.py
+uses `forward_logits`.
 """
 import argparse
 import json
@@ -106,15 +107,15 @@ def round_f16(w, mixed=True):
     return _RoundF16.apply(w) if mixed else w
 
 
-def forward_loss(p, cfg, idx, targets, mixed=False):
-    """Mean cross-entropy of the GPT-2 model with params `p` on idx/targets [B, T].
+def forward_logits(p, cfg, idx, mixed=False):
+    """Logits [B, T, Vp] of the GPT-2 model with params `p` on idx [B, T] (on idx's device).
     `mixed`: matmul weights (not embeddings, LayerNorms, biases) read through `round_f16`."""
     B, T = idx.shape
-    C, NH, V = cfg["channels"], cfg["heads"], cfg["vocab"]
+    C, NH = cfg["channels"], cfg["heads"]
     hs = C // NH
     wte = p["transformer.wte.weight"]
     x = wte[idx] + p["transformer.wpe.weight"][:T]
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    mask = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
     for l in range(cfg["layers"]):
         w = lambda s: p[f"transformer.h.{l}.{s}"]  # noqa: E731
         mw = lambda s: round_f16(w(s), mixed)  # noqa: E731
@@ -129,7 +130,14 @@ def forward_loss(p, cfg, idx, targets, mixed=False):
         h = F.gelu(F.linear(h, mw("mlp.c_fc.weight"), w("mlp.c_fc.bias")), approximate="tanh")
         x = x + F.linear(h, mw("mlp.c_proj.weight"), w("mlp.c_proj.bias"))
     x = F.layer_norm(x, (C,), p["transformer.ln_f.weight"], p["transformer.ln_f.bias"], 1e-5)
-    logits = x @ round_f16(wte, mixed).t()  # [B, T, Vp]
+    return x @ round_f16(wte, mixed).t()  # [B, T, Vp]
+
+
+def forward_loss(p, cfg, idx, targets, mixed=False):
+    """Mean cross-entropy of the GPT-2 model with params `p` on idx/targets [B, T]."""
+    B, T = idx.shape
+    V = cfg["vocab"]
+    logits = forward_logits(p, cfg, idx, mixed)
     return F.cross_entropy(logits[..., :V].reshape(B * T, V), targets.reshape(B * T))
 
 

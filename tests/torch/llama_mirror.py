@@ -83,12 +83,13 @@ def rms_norm(x, w):
     return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + RMS_EPS) * w
 
 
-def rope_cos_sin(T, hs, theta, dtype):
-    """cos, sin [T, hs] (HF layout: the hs/2 frequencies repeated over both halves)."""
+def rope_cos_sin(T, hs, theta, dtype, device=None):
+    """cos, sin [T, hs] (HF layout: the hs/2 frequencies repeated over both halves), computed
+    on the CPU in float64 and then cast to `dtype` on `device`."""
     inv_freq = 1.0 / (theta ** (torch.arange(0, hs, 2, dtype=torch.float64) / hs))  # [hs/2]
     freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)              # [T, hs/2]
     emb = torch.cat((freqs, freqs), dim=-1)                                            # [T, hs]
-    return emb.cos().to(dtype), emb.sin().to(dtype)
+    return emb.cos().to(device=device, dtype=dtype), emb.sin().to(device=device, dtype=dtype)
 
 
 def rotate_half(x):
@@ -108,8 +109,8 @@ def forward_logits(p, cfg, idx, mixed=False):
     hs = C // NH
     mw = lambda name: gm.round_f16(p[name], mixed)  # noqa: E731
     x = p["model.embed_tokens.weight"][idx]  # [B, T, C], master (never rounded)
-    cos, sin = rope_cos_sin(T, hs, cfg["rope_theta"], x.dtype)
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    cos, sin = rope_cos_sin(T, hs, cfg["rope_theta"], x.dtype, x.device)
+    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
     for l in range(cfg["layers"]):
         pre = f"model.layers.{l}."
         h = rms_norm(x, p[pre + "input_layernorm.weight"])

@@ -1,0 +1,301 @@
+// `reftrain compare A B`: a result B against a reference A — two traces (per-step loss drift),
+// two safetensors files (per-tensor metrics), or two golden directories (every trace.jsonl and
+// *.safetensors present in both). Exit 0 when everything is within tolerance, 1 when not, 2
+// when an input cannot be read or the two do not match up (missing, truncated, other shapes or
+// names). Definitions: core/compare.h and docs/golden-format.md.
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "core/compare.h"
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "core/trace.h"
+
+namespace reftrain {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CompareArgs {
+  std::string a, b;
+  Tolerance tol;
+  double max_drift = 0.05;
+  long long steps = 0;
+  bool subset = false, json = false, quiet = false;
+  bool tol_given = false;  // any of --rtol --atol --max-nmse --max-ulp
+};
+
+// What a file or directory holds.
+enum class Kind { kTrace, kTensors, kDir };
+
+Kind kind_of(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return Kind::kDir;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw input_error("cannot open " + path);
+  char c = 0;
+  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
+  }
+  return c == '{' ? Kind::kTrace : Kind::kTensors;
+}
+
+// One compared pair: its verdict, its report as text and as JSON.
+struct Outcome {
+  bool pass = true;
+  std::string text;
+  Json json;
+};
+
+std::string format(const char* fmt, double v) {
+  char buf[64];
+  if (std::isinf(v)) return "inf";
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+// The tolerance of tensor `name`: the command line's when given; else the one the reference
+// file states in its "tolerances" metadata (kernel fixtures), exact for tensors it does not
+// list; else the default.
+Tolerance tolerance_for(const std::string& name, const SafetensorsFile& ref, const CompareArgs& a) {
+  if (a.tol_given) return a.tol;
+  const auto it = ref.metadata.find("tolerances");
+  if (it == ref.metadata.end()) return a.tol;
+  const Json all = Json::parse(it->second, nullptr, false);
+  if (!all.is_object()) throw input_error(ref.path + ": metadata \"tolerances\" is not JSON");
+  if (!all.contains(name)) return Tolerance::exact();
+  return Tolerance::from_json(all.at(name), ref.path + ": " + name);
+}
+
+void check_names(const SafetensorsFile& ref, const SafetensorsFile& got, bool subset) {
+  for (const auto& kv : got.tensors) {
+    if (!ref.tensors.count(kv.first)) {
+      throw input_error(got.path + " has tensor '" + kv.first + "' that " + ref.path + " lacks");
+    }
+  }
+  if (subset) return;
+  for (const auto& kv : ref.tensors) {
+    if (!got.tensors.count(kv.first)) {
+      throw input_error(got.path + " lacks tensor '" + kv.first + "' of " + ref.path +
+                        " (--subset compares only the tensors B has)");
+    }
+  }
+}
+
+std::string tensor_row(const TensorDiff& d) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%-44s %-4s %-14s %9s %9s %9s %8s %7s  %s\n", d.name.c_str(),
+                d.dtype.c_str(), shape_text(d.shape).c_str(), format("%.2e", d.max_abs).c_str(),
+                format("%.2e", d.max_rel).c_str(), format("%.2e", d.nmse).c_str(),
+                d.ulp < 0 ? "-" : format("%.0f", d.ulp).c_str(),
+                format("%.1f%%", 100 * d.used).c_str(), d.pass ? "ok" : "FAIL");
+  return buf;
+}
+
+Json tensor_json(const TensorDiff& d, const Tolerance& tol) {
+  return {{"tensor", d.name},     {"dtype", d.dtype},
+          {"shape", d.shape},     {"numel", d.numel},
+          {"max_abs", d.max_abs}, {"max_rel", d.max_rel},
+          {"nmse", d.nmse},       {"ulp", d.ulp < 0 ? Json() : Json(d.ulp)},
+          {"worst", d.worst},     {"used", d.used},
+          {"pass", d.pass},       {"tolerance", tol.to_json()}};
+}
+
+Outcome compare_tensor_files(const std::string& pa, const std::string& pb, const CompareArgs& a) {
+  const SafetensorsFile ref = read_safetensors(pa), got = read_safetensors(pb);
+  check_names(ref, got, a.subset);
+  Outcome o;
+  o.json = {{"kind", "tensors"}, {"a", pa}, {"b", pb}, {"rows", Json::array()}};
+  char head[256];
+  std::snprintf(head, sizeof head, "%-44s %-4s %-14s %9s %9s %9s %8s %7s\n", "tensor", "type",
+                "shape", "max_abs", "max_rel", "nmse", "ulp", "used");
+  o.text = "A " + pa + "\nB " + pb + "\n" + (a.quiet ? "" : head);
+  std::string first_fail;
+  size_t compared = 0, passed = 0;
+  for (const auto& kv : got.tensors) {
+    const Tolerance tol = tolerance_for(kv.first, ref, a);
+    const TensorDiff d = compare_tensor(kv.first, ref.tensors.at(kv.first), kv.second, tol);
+    if (!a.quiet) o.text += tensor_row(d);
+    o.json["rows"].push_back(tensor_json(d, tol));
+    ++compared, passed += d.pass;
+    if (!d.pass && first_fail.empty()) first_fail = d.name;
+  }
+  o.pass = passed == compared;
+  o.json["pass"] = o.pass;
+  o.json["first_fail"] = first_fail.empty() ? Json() : Json(first_fail);
+  o.text += first_fail.empty() ? "" : "first tensor past tolerance: " + first_fail + "\n";
+  o.text +=
+      std::to_string(passed) + " of " + std::to_string(compared) + " tensors within tolerance\n";
+  return o;
+}
+
+std::string step_row(const StepDiff& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%6lld %14.9g %14.9g %9s %12.6g %12.6g %9s  %s%s\n", s.step,
+                s.loss_ref, s.loss_got, format("%.2e", s.drift).c_str(), s.norm_ref, s.norm_got,
+                std::isnan(s.norm_rel) ? "-" : format("%.2e", s.norm_rel).c_str(),
+                s.pass ? "ok" : "FAIL", s.lr_differs ? " (lr differs)" : "");
+  return buf;
+}
+
+Json step_json(const StepDiff& s) {
+  const auto num = [](double v) { return std::isnan(v) ? Json() : Json(v); };
+  return {{"step", s.step},
+          {"loss_a", num(s.loss_ref)},
+          {"loss_b", num(s.loss_got)},
+          {"drift", s.drift},
+          {"grad_norm_a", num(s.norm_ref)},
+          {"grad_norm_b", num(s.norm_got)},
+          {"grad_norm_rel", num(s.norm_rel)},
+          {"lr_differs", s.lr_differs},
+          {"pass", s.pass}};
+}
+
+std::string trace_summary(const TraceDiff& d, double gate) {
+  std::string s = "max drift " + format("%.3e", d.max_drift) + " at step " +
+                  std::to_string(d.max_drift_step) + " (gate " + format("%.3g", gate) + ")";
+  if (!d.steps.empty()) {
+    s += "; drift at step " + std::to_string(d.steps.back().step) + " " +
+         format("%.3e", d.steps.back().drift);
+  }
+  s += "\n";
+  if (!d.missing.empty()) {
+    s += std::to_string(d.missing.size()) + " step(s) missing from B, the first " +
+         std::to_string(d.missing.front()) + "\n";
+  }
+  s += d.first_fail < 0 ? "all " + std::to_string(d.steps.size()) + " steps within tolerance\n"
+                        : "first step past tolerance: " + std::to_string(d.first_fail) + "\n";
+  return s;
+}
+
+Outcome compare_trace_files(const std::string& pa, const std::string& pb, const CompareArgs& a) {
+  const TraceDiff d = compare_traces(read_trace(pa), read_trace(pb), a.max_drift, a.steps);
+  Outcome o;
+  o.pass = d.pass;
+  o.text = "A " + pa + "\nB " + pb + "\n";
+  o.json = {{"kind", "trace"},
+            {"a", pa},
+            {"b", pb},
+            {"max_drift_allowed", a.max_drift},
+            {"max_drift", d.max_drift},
+            {"max_drift_step", d.max_drift_step},
+            {"missing", d.missing},
+            {"rows", Json::array()}};
+  char head[160];
+  std::snprintf(head, sizeof head, "%6s %14s %14s %9s %12s %12s %9s\n", "step", "loss A", "loss B",
+                "drift", "grad_norm A", "grad_norm B", "rel");
+  if (!a.quiet) o.text += head;
+  for (const StepDiff& s : d.steps) {
+    if (!a.quiet) o.text += step_row(s);
+    o.json["rows"].push_back(step_json(s));
+  }
+  o.text += trace_summary(d, a.max_drift);
+  o.json["first_fail"] = d.first_fail < 0 ? Json() : Json(d.first_fail);
+  o.json["pass"] = d.pass;
+  return o;
+}
+
+Outcome compare_files(const std::string& pa, const std::string& pb, const CompareArgs& a) {
+  const Kind ka = kind_of(pa), kb = kind_of(pb);
+  if (ka != kb) throw input_error(pa + " and " + pb + " are not the same kind of file");
+  return ka == Kind::kTrace ? compare_trace_files(pa, pb, a) : compare_tensor_files(pa, pb, a);
+}
+
+// The comparable files of a golden directory: trace.jsonl and every *.safetensors, by name.
+std::set<std::string> comparable_files(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_regular_file() && (n == "trace.jsonl" || e.path().extension() == ".safetensors")) {
+      names.insert(n);
+    }
+  }
+  return names;
+}
+
+Outcome compare_dirs(const std::string& da, const std::string& db, const CompareArgs& a) {
+  const std::set<std::string> in_a = comparable_files(da), in_b = comparable_files(db);
+  Outcome o;
+  o.json = {{"kind", "dir"}, {"a", da}, {"b", db}, {"files", Json::array()}};
+  std::vector<std::string> only;
+  for (const std::string& n : in_a) {
+    if (!in_b.count(n)) only.push_back(n + " (only in A)");
+  }
+  for (const std::string& n : in_b) {
+    if (!in_a.count(n)) only.push_back(n + " (only in B)");
+  }
+  size_t compared = 0;
+  for (const std::string& n : in_a) {
+    if (!in_b.count(n)) continue;
+    Outcome f = compare_files((fs::path(da) / n).string(), (fs::path(db) / n).string(), a);
+    o.pass = o.pass && f.pass;
+    o.text += f.text + "\n";
+    o.json["files"].push_back(std::move(f.json));
+    ++compared;
+  }
+  if (compared == 0) throw input_error(da + " and " + db + " have no file to compare in common");
+  for (const std::string& n : only) o.text += "not compared: " + n + "\n";
+  o.json["not_compared"] = only;
+  o.json["pass"] = o.pass;
+  o.text += o.pass ? "all " + std::to_string(compared) + " files within tolerance\n"
+                   : "some files are past tolerance\n";
+  return o;
+}
+
+int run_compare(const CompareArgs& a) {
+  try {
+    const bool dirs = kind_of(a.a) == Kind::kDir || kind_of(a.b) == Kind::kDir;
+    if (dirs && (kind_of(a.a) != Kind::kDir || kind_of(a.b) != Kind::kDir)) {
+      throw input_error("compare a directory with a directory, a file with a file");
+    }
+    const Outcome o = dirs ? compare_dirs(a.a, a.b, a) : compare_files(a.a, a.b, a);
+    std::fputs(a.json ? (o.json.dump(1) + "\n").c_str() : o.text.c_str(), stdout);
+    return o.pass ? 0 : 1;
+  } catch (const UserError& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;  // unreadable or mismatched input: compare's own code, not train's 1
+  }
+}
+
+}  // namespace
+
+CommandRunner add_compare_command(CLI::App& app) {
+  auto a = std::make_shared<CompareArgs>();
+  app.add_option("A", a->a, "reference: a trace, a safetensors file or a golden directory")
+      ->required();
+  app.add_option("B", a->b, "result to check against A (the same kind)")->required();
+  CLI::Option* rtol = app.add_option("--rtol", a->tol.rtol, "tensors: |b-a| <= atol + rtol*|a|")
+                          ->capture_default_str();
+  CLI::Option* atol =
+      app.add_option("--atol", a->tol.atol, "tensors: see --rtol")->capture_default_str();
+  CLI::Option* nmse =
+      app.add_option("--max-nmse", a->tol.max_nmse, "tensors: sum (b-a)^2 / sum a^2 at most this");
+  CLI::Option* ulp =
+      app.add_option("--max-ulp", a->tol.max_ulp, "tensors: distance in units in the last place");
+  for (CLI::Option* o : {rtol, atol, nmse, ulp}) o->check(CLI::NonNegativeNumber);
+  app.add_option("--max-drift", a->max_drift, "traces: |loss_b - loss_a| / |loss_a| per step")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--steps", a->steps, "traces: compare only steps 1..N (default: all of A's)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--subset", a->subset, "tensors: B may hold only some of A's tensors");
+  app.add_flag("--json", a->json, "print the report as JSON");
+  app.add_flag("--quiet", a->quiet, "print the summary lines only, not every step or tensor");
+  return [a, rtol, atol, nmse, ulp] {
+    a->tol_given = rtol->count() + atol->count() + nmse->count() + ulp->count() > 0;
+    // --max-nmse or --max-ulp alone replace the element-wise check; --rtol/--atol keep it on.
+    if (a->tol_given && rtol->count() + atol->count() == 0) a->tol.allclose = false;
+    return run_compare(*a);
+  };
+}
+
+}  // namespace reftrain

@@ -1,0 +1,99 @@
+// `reftrain golden run` and `reftrain golden kernels`: the golden artifacts a GPU backend checks
+// itself against (docs/golden-format.md). A run directory replays a whole training run; the
+// kernel fixtures check one kernel at a time.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "apps/cli_util.h"
+#include "apps/commands.h"
+#include "core/config.h"
+#include "core/data.h"
+#include "core/error.h"
+#include "core/golden_kernels.h"
+#include "core/golden_run.h"
+
+namespace reftrain {
+
+namespace {
+
+struct GoldenRunArgs {
+  std::string preset, out, data, seed, precision, optimizer;
+  int steps = 50;
+  CLI::Option* seed_opt = nullptr;
+  CLI::Option* data_opt = nullptr;
+};
+
+int run_golden_run(const GoldenRunArgs& a) {
+  const Preset& preset = find_preset(a.preset);
+  TrainConfig train = preset.train;
+  train.steps = a.steps;
+  if (a.seed_opt->count() > 0) train.seed = parse_seed(a.seed);
+  if (!a.precision.empty()) {
+    train.precision = a.precision == "mixed" ? Precision::kMixed : Precision::kFp32;
+  }
+  if (!a.optimizer.empty()) {
+    train.optimizer = a.optimizer == "adamw8bit" ? Optimizer::kAdamW8bit : Optimizer::kAdamW;
+  }
+  validate(preset.model, train);
+  if (a.data_opt->count() > 0 && a.data.empty()) throw usage_error("--data needs a file name");
+  if (a.out.empty()) throw usage_error("--out needs a directory name");
+  Dataset data = a.data.empty() ? load_fortunes() : load_text_file(a.data);
+  write_golden_run(preset, train, std::move(data), a.out);
+  std::printf("golden run: %s, %d steps, %s, %s -> %s\n", preset.name.c_str(), train.steps,
+              precision_name(train.precision), optimizer_name(train.optimizer), a.out.c_str());
+  return 0;
+}
+
+struct GoldenKernelsArgs {
+  std::string arch = "all", out;
+  uint64_t seed = kGoldenKernelSeed;
+};
+
+int run_golden_kernels(const GoldenKernelsArgs& a) {
+  if (a.out.empty()) throw usage_error("--out needs a directory name");
+  write_golden_kernels(a.out, a.arch, a.seed);
+  int n = 0;
+  for (const KernelSpec& k : golden_kernels()) n += in_family(k, a.arch);
+  std::printf("golden kernels: %d fixtures and manifest.json -> %s\n", n, a.out.c_str());
+  return 0;
+}
+
+CommandRunner add_golden_run(CLI::App& app) {
+  auto a = std::make_shared<GoldenRunArgs>();
+  app.add_option("--preset", a->preset, "model and recipe (see `reftrain presets`)")->required();
+  app.add_option("--steps", a->steps, "optimizer steps (the schedule spans them)")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  app.add_option("--precision", a->precision, "fp32 or mixed (default: the preset's, fp32)")
+      ->check(CLI::IsMember({"fp32", "mixed"}));
+  app.add_option("--optimizer", a->optimizer, "adamw or adamw8bit (default adamw)")
+      ->check(CLI::IsMember({"adamw", "adamw8bit"}));
+  a->seed_opt = app.add_option("--seed", a->seed, "seed for init and batches (0 .. 2^64-1)");
+  a->data_opt = app.add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
+  app.add_option("--out", a->out, "the directory to write (created if missing)")->required();
+  return [a] { return run_golden_run(*a); };
+}
+
+CommandRunner add_golden_kernels(CLI::App& app) {
+  auto a = std::make_shared<GoldenKernelsArgs>();
+  app.add_option("--arch", a->arch, "the kernels of one family, or all")
+      ->check(CLI::IsMember({"all", "gpt2", "llama"}))
+      ->capture_default_str();
+  app.add_option("--seed", a->seed, "seed of the fixtures' inputs")->capture_default_str();
+  app.add_option("--out", a->out, "the directory to write (created if missing)")->required();
+  return [a] { return run_golden_kernels(*a); };
+}
+
+}  // namespace
+
+CommandRunner add_golden_command(CLI::App& app) {
+  app.require_subcommand(1);
+  CLI::App* run = app.add_subcommand("run", "train a few steps and write a replayable golden run");
+  CLI::App* kernels =
+      app.add_subcommand("kernels", "write per-kernel golden tensors and manifest.json");
+  const CommandRunner run_cmd = add_golden_run(*run), kernels_cmd = add_golden_kernels(*kernels);
+  return [run, run_cmd, kernels_cmd] { return run->parsed() ? run_cmd() : kernels_cmd(); };
+}
+
+}  // namespace reftrain

@@ -1,0 +1,199 @@
+// The non-matmul kernels at the training shapes of `baby` (B=8, T=256, C=384, NH=6, Vp=256,
+// gelu width 4C = 1536) and `llama-small` (SwiGLU width F=1024): each kernel's fast float path
+// (the *_fast functions the models call) beside its scalar reference, the peer, in one run.
+// Compare the two as a ratio; bench/RESULTS.md.
+//
+// Run: OMP_NUM_THREADS=1 ./bench_ops, then OMP_NUM_THREADS=2 (the kernels are OpenMP-parallel).
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/activation.h"
+#include "ops/embed.h"
+#include "ops/loss.h"
+#include "ops/norm.h"
+#include "ops/residual.h"
+#include "ops/rope.h"
+
+namespace {
+
+using namespace reftrain;
+
+constexpr int B = 8, T = 256, C = 384, NH = 6, Vp = 256, kGeluWidth = 4 * C, kSwigluWidth = 1024;
+constexpr int N = B * T;
+constexpr double kTheta = 10000.0;
+constexpr float kZLoss = 1e-4f;
+
+// Deterministic values in [lo, hi): a fixed linear congruential sequence (no <random>
+// distributions, so every run and machine benchmarks the same numbers).
+std::vector<float> values(size_t n, float lo, float hi, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = lo + (hi - lo) * float(s >> 8) * 0x1p-24f;
+  }
+  return v;
+}
+
+// Inputs and outputs of every kernel, allocated once.
+struct Buffers {
+  std::vector<float> x = values(size_t(N) * C, -2, 2, 1), w = values(C, 0.5f, 1.5f, 2),
+                     b = values(C, -0.5f, 0.5f, 3), dout = values(size_t(N) * C, -1, 1, 4);
+  std::vector<float> out = std::vector<float>(size_t(N) * C), dx = out, dw = w, db = b;
+  std::vector<float> mean = std::vector<float>(N), rstd = mean;
+  std::vector<float> act_x = values(size_t(N) * kGeluWidth, -4, 4, 5), act_y = act_x,
+                     act_g = values(size_t(N) * kGeluWidth, -1, 1, 6), act_out = act_g,
+                     act_d = act_g, act_d2 = act_g;
+  std::vector<float> logits = values(size_t(N) * Vp, -4, 4, 7), dlogits = logits, losses = mean;
+  std::vector<int32_t> tokens;
+  std::vector<float> wte = values(size_t(Vp) * C, -1, 1, 8), wpe = values(size_t(T) * C, -1, 1, 9),
+                     dwte = wte, dwpe = wpe;
+  Buffers() {
+    for (float r : values(N, 0, float(Vp), 10)) tokens.push_back(int32_t(r));
+    layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C);
+  }
+};
+
+Buffers& buffers() {
+  static Buffers bufs;
+  return bufs;
+}
+
+// One benchmark per (kernel, variant); `bytes` is what one call must read and write.
+void add(const std::string& name, const std::string& variant, double bytes,
+         std::function<void(Buffers&)> call) {
+  benchmark::RegisterBenchmark(
+      (name + "/" + variant).c_str(),
+      [bytes, call](benchmark::State& state) {
+        Buffers& buf = buffers();
+        for (auto _ : state) {
+          call(buf);
+          benchmark::ClobberMemory();
+        }
+        state.SetBytesProcessed(int64_t(bytes * double(state.iterations())));
+      })
+      ->Unit(benchmark::kMicrosecond)
+      ->UseRealTime();
+}
+
+constexpr double kF = sizeof(float);
+constexpr double kRow = double(N) * C * kF;  // one [N, C] tensor
+
+void register_norms() {
+  add("layernorm_forward", "ref", 2 * kRow, [](Buffers& s) {
+    layernorm_forward(s.out.data(), s.mean.data(), s.rstd.data(), s.x.data(), s.w.data(),
+                      s.b.data(), N, C);
+  });
+  add("layernorm_forward", "fast", 2 * kRow, [](Buffers& s) {
+    layernorm_forward_fast(s.out.data(), s.mean.data(), s.rstd.data(), s.x.data(), s.w.data(),
+                           s.b.data(), N, C);
+  });
+  add("layernorm_backward", "ref", 4 * kRow, [](Buffers& s) {
+    layernorm_backward(s.dx.data(), s.dw.data(), s.db.data(), s.dout.data(), s.x.data(), s.w.data(),
+                       s.mean.data(), s.rstd.data(), N, C);
+  });
+  add("layernorm_backward", "fast", 4 * kRow, [](Buffers& s) {
+    layernorm_backward_fast(s.dx.data(), s.dw.data(), s.db.data(), s.dout.data(), s.x.data(),
+                            s.w.data(), s.mean.data(), s.rstd.data(), N, C);
+  });
+  add("rmsnorm_forward", "ref", 2 * kRow, [](Buffers& s) {
+    rmsnorm_forward(s.out.data(), s.rstd.data(), s.x.data(), s.w.data(), N, C);
+  });
+  add("rmsnorm_forward", "fast", 2 * kRow, [](Buffers& s) {
+    rmsnorm_forward_fast(s.out.data(), s.rstd.data(), s.x.data(), s.w.data(), N, C);
+  });
+  add("rmsnorm_backward", "ref", 4 * kRow, [](Buffers& s) {
+    rmsnorm_backward(s.dx.data(), s.dw.data(), s.dout.data(), s.x.data(), s.w.data(), s.rstd.data(),
+                     N, C);
+  });
+  add("rmsnorm_backward", "fast", 4 * kRow, [](Buffers& s) {
+    rmsnorm_backward_fast(s.dx.data(), s.dw.data(), s.dout.data(), s.x.data(), s.w.data(),
+                          s.rstd.data(), N, C);
+  });
+}
+
+void register_activations() {
+  constexpr size_t ng = size_t(N) * kGeluWidth, ns = size_t(N) * kSwigluWidth;
+  add("gelu_forward", "ref", 2 * kF * ng,
+      [](Buffers& s) { gelu_forward(s.act_out.data(), s.act_x.data(), ng); });
+  add("gelu_forward", "fast", 2 * kF * ng,
+      [](Buffers& s) { gelu_forward_fast(s.act_out.data(), s.act_x.data(), ng); });
+  add("gelu_backward", "ref", 4 * kF * ng,
+      [](Buffers& s) { gelu_backward(s.act_d.data(), s.act_x.data(), s.act_g.data(), ng); });
+  add("gelu_backward", "fast", 4 * kF * ng,
+      [](Buffers& s) { gelu_backward_fast(s.act_d.data(), s.act_x.data(), s.act_g.data(), ng); });
+  add("swiglu_forward", "ref", 3 * kF * ns,
+      [](Buffers& s) { swiglu_forward(s.act_out.data(), s.act_x.data(), s.act_y.data(), ns); });
+  add("swiglu_forward", "fast", 3 * kF * ns, [](Buffers& s) {
+    swiglu_forward_fast(s.act_out.data(), s.act_x.data(), s.act_y.data(), ns);
+  });
+  add("swiglu_backward", "ref", 7 * kF * ns, [](Buffers& s) {
+    swiglu_backward(s.act_d.data(), s.act_d2.data(), s.act_g.data(), s.act_x.data(), s.act_y.data(),
+                    ns);
+  });
+  add("swiglu_backward", "fast", 7 * kF * ns, [](Buffers& s) {
+    swiglu_backward_fast(s.act_d.data(), s.act_d2.data(), s.act_g.data(), s.act_x.data(),
+                         s.act_y.data(), ns);
+  });
+}
+
+void register_rope_residual() {
+  add("rope_forward", "ref", 2 * kRow,
+      [](Buffers& s) { rope_forward(s.out.data(), s.x.data(), B, T, NH, C / NH, kTheta); });
+  add("rope_forward", "fast", 2 * kRow,
+      [](Buffers& s) { rope_forward_fast(s.out.data(), s.x.data(), B, T, NH, C / NH, kTheta); });
+  add("rope_backward", "ref", 3 * kRow,
+      [](Buffers& s) { rope_backward(s.dx.data(), s.dout.data(), B, T, NH, C / NH, kTheta); });
+  add("rope_backward", "fast", 3 * kRow,
+      [](Buffers& s) { rope_backward_fast(s.dx.data(), s.dout.data(), B, T, NH, C / NH, kTheta); });
+  constexpr size_t nc = size_t(N) * C;
+  add("residual_forward", "ref", 3 * kRow,
+      [](Buffers& s) { residual_forward(s.out.data(), s.x.data(), s.dout.data(), nc); });
+  add("residual_forward", "fast", 3 * kRow,
+      [](Buffers& s) { residual_forward_fast(s.out.data(), s.x.data(), s.dout.data(), nc); });
+  add("residual_backward", "ref", 5 * kRow,
+      [](Buffers& s) { residual_backward(s.dx.data(), s.out.data(), s.dout.data(), nc); });
+  add("residual_backward", "fast", 5 * kRow,
+      [](Buffers& s) { residual_backward_fast(s.dx.data(), s.out.data(), s.dout.data(), nc); });
+}
+
+void register_loss_embed() {
+  constexpr double logit_bytes = 2.0 * N * Vp * kF;
+  add("crossentropy_fwd_bwd", "ref", logit_bytes, [](Buffers& s) {
+    crossentropy_forward_backward(s.losses.data(), s.dlogits.data(), s.logits.data(),
+                                  s.tokens.data(), N, Vp, Vp, 1.0f / N, kZLoss);
+  });
+  add("crossentropy_fwd_bwd", "fast", logit_bytes, [](Buffers& s) {
+    crossentropy_forward_backward_fast(s.losses.data(), s.dlogits.data(), s.logits.data(),
+                                       s.tokens.data(), N, Vp, Vp, 1.0f / N, kZLoss);
+  });
+  add("embed_forward", "ref", kRow, [](Buffers& s) {
+    embed_forward(s.out.data(), s.tokens.data(), s.wte.data(), s.wpe.data(), B, T, C);
+  });
+  add("embed_forward", "fast", kRow, [](Buffers& s) {
+    embed_forward_fast(s.out.data(), s.tokens.data(), s.wte.data(), s.wpe.data(), B, T, C);
+  });
+  add("embed_backward", "ref", kRow, [](Buffers& s) {
+    embed_backward(s.dwte.data(), s.dwpe.data(), s.dout.data(), s.tokens.data(), B, T, C);
+  });
+  add("embed_backward", "fast", kRow, [](Buffers& s) {
+    embed_backward_fast(s.dwte.data(), s.dwpe.data(), s.dout.data(), s.tokens.data(), B, T, C);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  register_norms();
+  register_activations();
+  register_rope_residual();
+  register_loss_embed();
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

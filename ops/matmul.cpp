@@ -1,0 +1,134 @@
+// The matmul family's front door (ops/matmul.h): names, the workspace, the dispatch, and the
+// naive variant. The packed variants are in ops/matmul_blocked.cpp, Eigen's in matmul_eigen.cpp.
+#include "ops/matmul.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <type_traits>
+
+#include "ops/cast.h"
+#include "ops/matmul_kernels.h"
+
+namespace reftrain {
+
+namespace {
+constexpr const char* kNames[] = {"naive", "tiled", "blocked", "eigen"};
+constexpr MatmulKind kKinds[] = {MatmulKind::kNaive, MatmulKind::kTiled, MatmulKind::kBlocked,
+                                 MatmulKind::kEigen};
+}  // namespace
+
+const char* matmul_name(MatmulKind kind) {
+  return kNames[int(kind)];
+}
+
+bool matmul_from_name(const std::string& name, MatmulKind* kind) {
+  for (MatmulKind k : kKinds) {
+    if (name == matmul_name(k)) return *kind = k, true;
+  }
+  return false;
+}
+
+// The workspace: one 64-byte-aligned allocation, zeroed (so its pages are resident from the
+// start and a run's peak memory does not grow in its first step).
+struct Matmul::Buffer {
+  unsigned char* data = nullptr;
+  explicit Buffer(size_t bytes) {
+    if (bytes == 0) return;
+    data = static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+    if (!data) throw std::bad_alloc();
+    std::memset(data, 0, bytes);
+  }
+  ~Buffer() { std::free(data); }
+};
+
+size_t Matmul::workspace_bytes(MatmulKind kind, int threads, size_t widen_elems) {
+  switch (kind) {
+    case MatmulKind::kTiled:
+    case MatmulKind::kBlocked:
+      return size_t(std::max(threads, 1)) * matmul_detail::packed_bytes_per_thread();
+    case MatmulKind::kEigen:
+      return widen_elems * sizeof(float);
+    case MatmulKind::kNaive:
+      break;
+  }
+  return 0;
+}
+
+Matmul::Matmul(MatmulKind kind, int threads, size_t widen_elems)
+    : kind_(kind),
+      threads_(threads > 0 ? threads : omp_get_max_threads()),
+      widen_elems_(widen_elems),
+      buf_(std::make_unique<Buffer>(workspace_bytes(kind, threads_, widen_elems))) {}
+
+Matmul::~Matmul() = default;
+
+template <typename T, typename BT>
+void Matmul::run(const Gemm<T, BT>& g) const {
+  switch (kind_) {
+    case MatmulKind::kNaive:
+      return matmul_detail::gemm_naive(g, threads_);
+    case MatmulKind::kTiled:
+    case MatmulKind::kBlocked:
+      return matmul_detail::gemm_packed(g, kind_ == MatmulKind::kBlocked, buf_->data, threads_);
+    case MatmulKind::kEigen:
+      if (!std::is_same_v<T, BT> && size_t(g.K) * size_t(g.N) > widen_elems_) {
+        throw std::logic_error("Matmul(eigen): an f16 operand larger than its widening buffer");
+      }
+      return matmul_detail::gemm_eigen(g, reinterpret_cast<float*>(buf_->data), threads_);
+  }
+}
+
+template void Matmul::run<float, float>(const Gemm<float, float>&) const;
+template void Matmul::run<float, f16>(const Gemm<float, f16>&) const;
+template void Matmul::run<double, double>(const Gemm<double, double>&) const;
+
+namespace matmul_detail {
+
+template <typename T, typename BT>
+void epilogue_only(const Gemm<T, BT>& g) {
+  for (int i = 0; i < g.M; ++i) {
+    for (int j = 0; j < g.N; ++j) {
+      T& c = g.c[size_t(i) * g.ldc + j];
+      const T acc = g.accumulate ? c : T(0);
+      c = g.bias ? acc + g.bias[j] : acc;
+    }
+  }
+}
+
+// The textbook loop: every output on its own, its FMA chain over p in ascending order.
+template <typename T, typename BT>
+void gemm_naive(const Gemm<T, BT>& g, int threads) {
+  auto A = [&g](int i, int p) {
+    return g.ta == Trans::kNo ? g.a[size_t(i) * g.lda + p] : g.a[size_t(p) * g.lda + i];
+  };
+  auto B = [&g](int p, int j) {
+    return static_cast<T>(g.tb == Trans::kNo ? g.b[size_t(p) * g.ldb + j]
+                                             : g.b[size_t(j) * g.ldb + p]);
+  };
+#pragma omp parallel for schedule(static) num_threads(std::min(threads, omp_get_max_threads()))
+  for (int i = 0; i < g.M; ++i) {
+    for (int j = 0; j < g.N; ++j) {
+      T& c = g.c[size_t(i) * g.ldc + j];
+      T acc = g.accumulate ? c : T(0);
+      for (int p = 0; p < g.K; ++p) acc = std::fma(A(i, p), B(p, j), acc);
+      c = g.bias ? acc + g.bias[j] : acc;
+    }
+  }
+}
+
+template void epilogue_only<float, float>(const Gemm<float, float>&);
+template void epilogue_only<float, f16>(const Gemm<float, f16>&);
+template void epilogue_only<double, double>(const Gemm<double, double>&);
+template void gemm_naive<float, float>(const Gemm<float, float>&, int);
+template void gemm_naive<float, f16>(const Gemm<float, f16>&, int);
+template void gemm_naive<double, double>(const Gemm<double, double>&, int);
+
+}  // namespace matmul_detail
+
+}  // namespace reftrain

@@ -1,0 +1,386 @@
+// The packed variants of the matmul family: tiled and blocked (ops/matmul.h). Both cut C into
+// one rectangle per thread, then run the Goto/BLIS loop nest inside it:
+//
+//   for jc: column block of NC     (op(B) panel kc×nc packed once per pc: sized to stay in L2)
+//     for pc: K block of KC, ascending  (the K loop is never split: one thread owns an output)
+//       pack op(B)[pc.., jc..] into micro-panels kc×NR        (f16 widened here, in mixed)
+//       for ir: MR rows                  (op(A) micro-panel kc×MR packed: stays in L1)
+//         for jr: NR columns             (one tile of C: the kernel below)
+//
+// The kernel of `blocked` holds an MR×NR tile of C in MR·NV SIMD accumulators for the whole K
+// block: per k it loads NV vectors of the B micro-panel and broadcasts MR values of A, then does
+// MR·NV fused multiply-adds. `tiled` runs the same loop nest with one accumulator at a time (the
+// workgroup tile without a register block). Each output's FMA chain runs over k in ascending
+// order from the initial accumulator, and the bias is added after the last K block: the same
+// arithmetic as the naive loop, bit for bit. Edge tiles (fewer than MR rows or NR columns) run
+// the same kernel on a zero-padded copy of the tile.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "ops/cast.h"
+#include "ops/matmul_kernels.h"
+#include "simd/simd.h"
+
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
+
+namespace reftrain::matmul_detail {
+
+namespace {
+
+// Register block and cache blocks per element type and ISA.
+//   AVX-512 (32 zmm): 4 rows × 4 vectors = 16 accumulators; per k, 4 vector loads of B and 4
+//     broadcasts of A feed 16 FMAs, so the FMA unit, not the load ports, is the limit.
+//   AVX2 (16 ymm): 16 accumulators would leave no register for B. Measured on Zen 4 with the
+//     portable build (docs/kernels/03_linear.md): 6×2 (12 accumulators, BLIS's Haswell shape)
+//     and 4×3 reach OpenBLAS, 4×2 and 2×4 lose 5-15 %; 6×2 keeps NR = 16, which divides every
+//     training width (4×3's NR = 24 wastes 3 % of the lm_head's 256 columns).
+//   KC = 256: the A micro-panel (KC×MR) stays in L1 while the packed B panel (KC×NC, 512 KiB)
+//     is swept from L2 (1 MiB per core on Zen 4); each C tile is loaded and stored once per KC.
+template <typename T>
+struct Blocking {
+  static constexpr int kLanes = int(simd::Batch<T>::size);
+  static constexpr bool kAvx512 = kLanes * sizeof(T) == 64;
+  static constexpr int kMR = kAvx512 ? 4 : 6;
+  static constexpr int kNV = kAvx512 ? 4 : 2;
+  static constexpr int kNR = kNV * kLanes;
+  static constexpr int kKC = 256;
+  static constexpr int kNC = (512 * 1024 / int(sizeof(T)) / kKC) / kNR * kNR;
+};
+
+constexpr size_t align64(size_t bytes) {
+  return (bytes + 63) / 64 * 64;
+}
+
+// One thread's slices of the workspace.
+template <typename T>
+struct Slices {
+  using Bk = Blocking<T>;
+  static constexpr size_t kB = align64(sizeof(T) * Bk::kKC * Bk::kNC);
+  static constexpr size_t kA = align64(sizeof(T) * Bk::kKC * Bk::kMR);
+  static constexpr size_t kTile = align64(sizeof(T) * Bk::kMR * Bk::kNR);
+  static constexpr size_t kBias = align64(sizeof(T) * Bk::kNR);
+  static constexpr size_t kBytes = kB + kA + kTile + kBias;
+  T *bp, *ap, *ctile, *btile;
+  explicit Slices(unsigned char* p)
+      : bp(reinterpret_cast<T*>(p)),
+        ap(reinterpret_cast<T*>(p + kB)),
+        ctile(reinterpret_cast<T*>(p + kB + kA)),
+        btile(reinterpret_cast<T*>(p + kB + kA + kTile)) {}
+};
+
+// dst[0..n) = src[0..n), widened to T (exact: every f16 is a float).
+template <typename T, typename BT>
+void widen_copy(T* dst, const BT* src, int n) {
+  if constexpr (std::is_same_v<T, BT>) {
+    std::memcpy(dst, src, sizeof(T) * size_t(n));
+  } else {
+    int i = 0;
+#ifdef __F16C__
+    static_assert(std::is_same_v<T, float>, "f16 widens to float");
+    for (; i + 8 <= n; i += 8) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+    }
+#endif
+    for (; i < n; ++i) dst[i] = static_cast<T>(src[i]);
+  }
+}
+
+#if defined(__AVX__) && defined(__F16C__)
+// 8 consecutive elements as floats (f16 widened exactly).
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 load8(const f16* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// r[k] = column k of the 8×8 matrix whose rows are r[0..7].
+inline void transpose8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int k = 0; k < 8; k += 2) {
+    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+  }
+  for (int k = 0; k < 8; k += 4) {
+    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
+    r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
+  }
+}
+#endif
+
+// One micro-panel of a transposed op(B) (the weight [N,K] read as K×N):
+// panel[p·NR + jj] = b[(jb + jj)·ldb + p0 + p] for p < kc, jj < w. Whole 8×8 blocks go through
+// registers (8 row loads, a transpose, 8 row stores); the rest element by element.
+template <typename T, typename BT>
+void pack_b_transposed(T* panel, const Gemm<T, BT>& g, int p0, int kc, int jb, int w) {
+  constexpr int NR = Blocking<T>::kNR;
+  int p8 = 0, j8 = 0;
+#if defined(__AVX__) && defined(__F16C__)
+  if constexpr (std::is_same_v<T, float>) {
+    p8 = kc / 8 * 8, j8 = w / 8 * 8;
+    for (int p = 0; p < p8; p += 8) {
+      for (int jj = 0; jj < j8; jj += 8) {
+        __m256 r[8];
+        for (int k = 0; k < 8; ++k) r[k] = load8(g.b + size_t(jb + jj + k) * g.ldb + p0 + p);
+        transpose8(r);
+        for (int k = 0; k < 8; ++k) _mm256_store_ps(panel + (p + k) * NR + jj, r[k]);
+      }
+    }
+  }
+#endif
+  for (int jj = 0; jj < w; ++jj) {
+    const BT* src = g.b + size_t(jb + jj) * g.ldb + p0;
+    for (int p = jj < j8 ? p8 : 0; p < kc; ++p) panel[p * NR + jj] = static_cast<T>(src[p]);
+  }
+}
+
+// op(B)[p0.., j0..] (kc × nc) as micro-panels of kc rows × NR columns: element (p, j0 + q·NR + jj)
+// at bp[(q·kc + p)·NR + jj]; columns past nc are zero.
+template <typename T, typename BT>
+void pack_b(T* bp, const Gemm<T, BT>& g, int p0, int kc, int j0, int nc) {
+  constexpr int NR = Blocking<T>::kNR;
+  for (int q = 0; q * NR < nc; ++q) {
+    T* panel = bp + size_t(q) * kc * NR;
+    const int jb = j0 + q * NR, w = std::min(NR, nc - q * NR);
+    if (g.tb == Trans::kNo) {
+      for (int p = 0; p < kc; ++p) widen_copy(panel + p * NR, g.b + size_t(p0 + p) * g.ldb + jb, w);
+    } else {
+      pack_b_transposed(panel, g, p0, kc, jb, w);
+    }
+    if (w < NR) {
+      for (int p = 0; p < kc; ++p) std::fill(panel + p * NR + w, panel + (p + 1) * NR, T(0));
+    }
+  }
+}
+
+// Rows [i0, i0 + rows) of op(A) over [p0, p0 + kc) as one micro-panel: A(i0 + ii, p0 + p) at
+// ap[p·MR + ii]; rows past `rows` are zero.
+template <typename T, typename BT>
+void pack_a(T* ap, const Gemm<T, BT>& g, int i0, int rows, int p0, int kc) {
+  constexpr int MR = Blocking<T>::kMR;
+  if (g.ta == Trans::kYes) {
+    for (int p = 0; p < kc; ++p) {
+      const T* src = g.a + size_t(p0 + p) * g.lda + i0;
+      for (int ii = 0; ii < MR; ++ii) ap[p * MR + ii] = ii < rows ? src[ii] : T(0);
+    }
+    return;
+  }
+  if (rows == MR) {
+    const T* src[MR];
+    for (int ii = 0; ii < MR; ++ii) src[ii] = g.a + size_t(i0 + ii) * g.lda + p0;
+    int p = 0;
+#if defined(__SSE__)
+    if constexpr (std::is_same_v<T, float> && MR == 4) {  // 4×4 blocks through registers
+      for (; p + 4 <= kc; p += 4) {
+        __m128 r0 = _mm_loadu_ps(src[0] + p), r1 = _mm_loadu_ps(src[1] + p);
+        __m128 r2 = _mm_loadu_ps(src[2] + p), r3 = _mm_loadu_ps(src[3] + p);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_store_ps(ap + p * 4, r0), _mm_store_ps(ap + p * 4 + 4, r1);
+        _mm_store_ps(ap + p * 4 + 8, r2), _mm_store_ps(ap + p * 4 + 12, r3);
+      }
+    }
+#endif
+    for (; p < kc; ++p) {
+#pragma GCC unroll 8
+      for (int ii = 0; ii < MR; ++ii) ap[p * MR + ii] = src[ii][p];
+    }
+    return;
+  }
+  std::fill(ap, ap + size_t(kc) * MR, T(0));
+  for (int ii = 0; ii < rows; ++ii) {
+    const T* src = g.a + size_t(i0 + ii) * g.lda + p0;
+    for (int p = 0; p < kc; ++p) ap[p * MR + ii] = src[p];
+  }
+}
+
+// Pins a loaded vector in a register. Without it GCC folds each B load into all MR of the FMAs
+// that use it (vfmadd231ps mem, ...): MR·NV loads per k instead of NV, and the load ports, not
+// the FMA unit, become the limit (measured: 82 % of the FMA peak instead of 9x %).
+template <typename T>
+inline void in_register(simd::Batch<T>& b) {
+#if defined(__x86_64__)
+  typename simd::Batch<T>::register_type r = b;
+  __asm__("" : "+v"(r));
+  b = r;
+#endif
+}
+
+// The blocked kernel: C[0..MR, 0..NR) (row stride ldc) = (load_c ? C : 0) + Σ_p a(·,p)·b(p,·),
+// then + bias when given. ap: a micro-panel (kc × MR), bp: a B micro-panel (kc × NR, aligned).
+template <typename T>
+struct RegisterBlock {
+  static void run(int kc, const T* ap, const T* bp, T* c, size_t ldc, bool load_c, const T* bias) {
+    using B = simd::Batch<T>;
+    constexpr int L = Blocking<T>::kLanes, MR = Blocking<T>::kMR, NV = Blocking<T>::kNV;
+    B acc[MR][NV];
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        acc[i][v] = load_c ? B::load_unaligned(c + i * ldc + v * L) : B(T(0));
+      }
+    }
+    for (int p = 0; p < kc; ++p) {
+      B b[NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) b[v] = B::load_aligned(bp + (p * NV + v) * L), in_register(b[v]);
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const B a(ap[p * MR + i]);
+#pragma GCC unroll 8
+        for (int v = 0; v < NV; ++v) acc[i][v] = simd::fma(a, b[v], acc[i][v]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const B r = bias ? acc[i][v] + B::load_unaligned(bias + v * L) : acc[i][v];
+        r.store_unaligned(c + i * ldc + v * L);
+      }
+    }
+  }
+};
+
+// The tiled kernel: the same tile and the same arithmetic, one SIMD vector of outputs at a
+// time, its chain over k in one accumulator (bound by FMA latency, not throughput).
+template <typename T>
+struct OneVector {
+  static void run(int kc, const T* ap, const T* bp, T* c, size_t ldc, bool load_c, const T* bias) {
+    using B = simd::Batch<T>;
+    constexpr int L = Blocking<T>::kLanes, MR = Blocking<T>::kMR, NR = Blocking<T>::kNR;
+    for (int i = 0; i < MR; ++i) {
+      for (int j = 0; j < NR; j += L) {
+        B acc = load_c ? B::load_unaligned(c + i * ldc + j) : B(T(0));
+        for (int p = 0; p < kc; ++p)
+          acc = simd::fma(B(ap[p * MR + i]), B::load_aligned(bp + p * NR + j), acc);
+        if (bias) acc = acc + B::load_unaligned(bias + j);
+        acc.store_unaligned(c + i * ldc + j);
+      }
+    }
+  }
+};
+
+// One tile of C (rows ≤ MR, cols ≤ NR at c): full tiles in place, edge tiles through the
+// thread's MR×NR scratch, zero-padded (the padding's results are never stored).
+template <typename Kernel, typename T>
+void tile(int kc, const T* ap, const T* bp, T* c, size_t ldc, int rows, int cols, bool load_c,
+          const T* bias, const Slices<T>& s) {
+  constexpr int MR = Blocking<T>::kMR, NR = Blocking<T>::kNR;
+  if (rows == MR && cols == NR) return Kernel::run(kc, ap, bp, c, ldc, load_c, bias);
+  if (load_c) {
+    for (int i = 0; i < rows; ++i) std::copy(c + i * ldc, c + i * ldc + cols, s.ctile + i * NR);
+  }
+  if (bias) {
+    std::copy(bias, bias + cols, s.btile);
+    std::fill(s.btile + cols, s.btile + NR, T(0));
+  }
+  Kernel::run(kc, ap, bp, s.ctile, NR, load_c, bias ? s.btile : nullptr);
+  for (int i = 0; i < rows; ++i) std::copy(s.ctile + i * NR, s.ctile + i * NR + cols, c + i * ldc);
+}
+
+struct Range {
+  int begin, end;
+};
+
+// The loop nest over one thread's rectangle of C.
+template <typename Kernel, typename T, typename BT>
+void run_rectangle(const Gemm<T, BT>& g, Range rows, Range cols, const Slices<T>& s) {
+  using Bk = Blocking<T>;
+  for (int jc = cols.begin; jc < cols.end; jc += Bk::kNC) {
+    const int nc = std::min(Bk::kNC, cols.end - jc);
+    for (int pc = 0; pc < g.K; pc += Bk::kKC) {
+      const int kc = std::min(Bk::kKC, g.K - pc);
+      const bool load_c = g.accumulate || pc > 0;
+      const T* bias = g.bias && pc + kc == g.K ? g.bias + jc : nullptr;
+      pack_b(s.bp, g, pc, kc, jc, nc);
+      for (int ir = rows.begin; ir < rows.end; ir += Bk::kMR) {
+        const int mr = std::min(Bk::kMR, rows.end - ir);
+        pack_a(s.ap, g, ir, mr, pc, kc);
+        for (int jr = 0; jr < nc; jr += Bk::kNR) {
+          tile<Kernel>(kc, s.ap, s.bp + size_t(jr) * kc, g.c + size_t(ir) * g.ldc + jc + jr, g.ldc,
+                       mr, std::min(Bk::kNR, nc - jr), load_c, bias ? bias + jr : nullptr, s);
+        }
+      }
+    }
+  }
+}
+
+// How the threads split C: tm row parts × tn column parts (tm·tn ≤ threads), in whole register
+// tiles. Chosen to
+// minimise the slowest thread's estimated cycles: its tiles' FMAs plus its packing (each
+// thread packs op(B) for its own columns and op(A) for its own rows once per column block).
+struct Grid {
+  int tm, tn;
+};
+
+Grid choose_grid(int threads, int M, int N, int K, int MR, int NR, int NC, int lanes) {
+  const long um = (M + MR - 1) / MR, un = (N + NR - 1) / NR;
+  Grid best{1, 1};
+  double best_cost = -1;
+  for (int tm = 1; tm <= std::min<long>(threads, um); ++tm) {
+    const int tn = int(std::min<long>(threads / tm, un));
+    const double rows = double((um + tm - 1) / tm * MR), cols = double((un + tn - 1) / tn * NR);
+    const double fma = rows * cols * K / lanes, pack_b = cols * K;
+    const double pack_a = rows * K * std::ceil(cols / NC);
+    const double cost = fma + pack_b + 0.5 * pack_a;
+    if (best_cost < 0 || cost < best_cost) best = {tm, tn}, best_cost = cost;
+  }
+  return best;
+}
+
+// Part `k` of `parts` of [0, units), as even as possible, scaled by `unit` and clipped to n.
+Range part(int units, int parts, int k, int unit, int n) {
+  const int b = int(long(units) * k / parts), e = int(long(units) * (k + 1) / parts);
+  return {std::min(n, b * unit), std::min(n, e * unit)};
+}
+
+}  // namespace
+
+size_t packed_bytes_per_thread() {
+  return std::max(Slices<float>::kBytes, Slices<double>::kBytes);
+}
+
+template <typename T, typename BT>
+void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* workspace,
+                 int threads) {
+  using Bk = Blocking<T>;
+  if (g.M == 0 || g.N == 0) return;
+  if (g.K == 0) return epilogue_only(g);
+  const int um = (g.M + Bk::kMR - 1) / Bk::kMR, un = (g.N + Bk::kNR - 1) / Bk::kNR;
+  threads = std::max(1, std::min({threads, omp_get_max_threads(), um * un}));
+#pragma omp parallel num_threads(threads)
+  {
+    const int team = omp_get_num_threads(), t = omp_get_thread_num();
+    const Grid gr = choose_grid(team, g.M, g.N, g.K, Bk::kMR, Bk::kNR, Bk::kNC, Bk::kLanes);
+    if (t < gr.tm * gr.tn) {
+      const Range rows = part(um, gr.tm, t / gr.tn, Bk::kMR, g.M);
+      const Range cols = part(un, gr.tn, t % gr.tn, Bk::kNR, g.N);
+      const Slices<T> s(workspace + size_t(t) * packed_bytes_per_thread());
+      if (register_blocked) {
+        run_rectangle<RegisterBlock<T>>(g, rows, cols, s);
+      } else {
+        run_rectangle<OneVector<T>>(g, rows, cols, s);
+      }
+    }
+  }
+}
+
+template void gemm_packed<float, float>(const Gemm<float, float>&, bool, unsigned char*, int);
+template void gemm_packed<float, f16>(const Gemm<float, f16>&, bool, unsigned char*, int);
+template void gemm_packed<double, double>(const Gemm<double, double>&, bool, unsigned char*, int);
+
+}  // namespace reftrain::matmul_detail

@@ -1,0 +1,29 @@
+// The matmul family's variants behind Matmul::run (ops/matmul.h); internal to ops/matmul*.cpp.
+#pragma once
+
+#include <cstddef>
+
+#include "ops/matmul.h"
+
+namespace reftrain::matmul_detail {
+
+// C = (accumulate ? C : 0) + bias: the whole product when K = 0 (an empty sum).
+template <typename T, typename BT>
+void epilogue_only(const Gemm<T, BT>& g);
+
+// naive: ops/matmul.cpp. Parallel over rows of C.
+template <typename T, typename BT>
+void gemm_naive(const Gemm<T, BT>& g, int threads);
+
+// tiled (register_blocked = false) and blocked: ops/matmul_blocked.cpp. `workspace` holds
+// `threads` slices of packed_bytes_per_thread() bytes, 64-byte aligned.
+size_t packed_bytes_per_thread();
+template <typename T, typename BT>
+void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* workspace,
+                 int threads);
+
+// eigen: ops/matmul_eigen.cpp. `widen` holds K·N floats when BT is f16 (unused otherwise).
+template <typename T, typename BT>
+void gemm_eigen(const Gemm<T, BT>& g, float* widen, int threads);
+
+}  // namespace reftrain::matmul_detail

@@ -1,0 +1,409 @@
+// The matmul family (ops/matmul.h) and the linear layer on top of it (ops/linear.h).
+//
+// Two oracles:
+//   - naive, the textbook loop: tiled and blocked must equal it bit for bit (the same FMA chain
+//     per output), on every shape, layout, thread count and ISA;
+//   - the exact product, computed in long double (a float or double product of two operands is
+//     exact in it, and its 64-bit sums err ~2^-64 relative): every variant, eigen included,
+//     must be within the rounding bound below.
+//
+// Tolerance, per element: |C − exact| ≤ γ(K+3) · S, S = |C0| + Σ_p |A(i,p)·B(p,j)| + |bias_j|,
+// γ(n) = n·u/(1 − n·u), u = 2^-24 (float) or 2^-53 (double). Why: every term of the sum reaches
+// the result through at most K + 3 roundings — an FMA chain of K steps (naive, tiled, blocked),
+// or for eigen a chain over its K block, one add per K block into C and possibly one to merge
+// two partial accumulators (kc + ceil(K/kc) ≤ K + 1) — plus the bias add; the standard bound
+// for a sum evaluated with at most n roundings per term is γ(n)·Σ|terms| (Higham, Accuracy and
+// Stability, §3.1/§4.2). The bound is per element and relative to that element's own magnitude
+// S, so it is tight where it matters: a dropped or doubled term, a garbage edge lane or a wrong
+// row moves an element by about one term, |A·B| ~ S/K, two to three orders above γ(K+3)·S
+// (checked once by planting such bugs in the edge path: every one failed).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "ops/cast.h"
+#include "ops/linear.h"
+#include "ops/matmul.h"
+#include "test_util.h"
+
+namespace reftrain {
+namespace {
+
+using testing::OmpThreads;
+using testing::TestData;
+
+constexpr MatmulKind kAllKinds[] = {MatmulKind::kNaive, MatmulKind::kTiled, MatmulKind::kBlocked,
+                                    MatmulKind::kEigen};
+constexpr MatmulKind kPackedKinds[] = {MatmulKind::kTiled, MatmulKind::kBlocked};
+
+template <typename T>
+constexpr double unit_roundoff() {
+  return std::is_same_v<T, float> ? 0x1p-24 : 0x1p-53;
+}
+
+// One product's operands in storage, with the layout under test: each matrix starts `offset`
+// elements past an aligned allocation and its rows are `pad` elements longer than needed.
+// C's padding holds a NaN sentinel that must survive (no write outside the M×N outputs).
+template <typename T, typename BT>
+struct Problem {
+  int M, N, K;
+  Trans ta, tb;
+  bool accumulate, with_bias;
+  int offset, pad;
+  size_t lda, ldb, ldc;
+  std::vector<T> a, c0, bias;
+  std::vector<BT> b;
+
+  Problem(int m, int n, int k, Trans ta_, Trans tb_, bool acc, bool bias_, int off, int pad_,
+          uint64_t seed)
+      : M(m),
+        N(n),
+        K(k),
+        ta(ta_),
+        tb(tb_),
+        accumulate(acc),
+        with_bias(bias_),
+        offset(off),
+        pad(pad_) {
+    TestData d(seed);
+    lda = size_t(ta == Trans::kNo ? K : M) + pad;
+    ldb = size_t(tb == Trans::kNo ? N : K) + pad;
+    ldc = size_t(N) + pad;
+    a = fill<T>(d, offset + lda * size_t(ta == Trans::kNo ? M : K));
+    b = fill<BT>(d, offset + ldb * size_t(tb == Trans::kNo ? K : N));
+    c0 = fill<T>(d, offset + ldc * size_t(M));
+    for (int i = 0; i < M; ++i) {  // the sentinel in C's row padding
+      for (int j = N; j < int(ldc); ++j)
+        c0[offset + i * ldc + j] = std::numeric_limits<T>::quiet_NaN();
+    }
+    bias = fill<T>(d, offset + size_t(N));
+  }
+  template <typename U>
+  static std::vector<U> fill(TestData& d, size_t n) {
+    std::vector<U> v(n);
+    for (U& x : v) x = static_cast<U>(d.uniform(-1, 1));
+    return v;
+  }
+  T A(int i, int p) const { return a[offset + (ta == Trans::kNo ? i * lda + p : p * lda + i)]; }
+  T B(int p, int j) const {
+    return static_cast<T>(b[offset + (tb == Trans::kNo ? p * ldb + j : j * ldb + p)]);
+  }
+  Gemm<T, BT> gemm(std::vector<T>& c) const {
+    return {M,
+            N,
+            K,
+            a.data() + offset,
+            ta,
+            lda,
+            b.data() + offset,
+            tb,
+            ldb,
+            c.data() + offset,
+            ldc,
+            accumulate,
+            with_bias ? bias.data() + offset : nullptr};
+  }
+  std::vector<T> run(const Matmul& mm) const {
+    std::vector<T> c = c0;
+    mm.run(gemm(c));
+    return c;
+  }
+};
+
+template <typename T>
+bool same_bits(const std::vector<T>& x, const std::vector<T>& y) {
+  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(T)) == 0;
+}
+
+// The exact product and each element's tolerance γ(K+3)·S, computed once per problem.
+template <typename T, typename BT>
+struct Exact {
+  std::vector<long double> value;
+  std::vector<double> tol;
+  explicit Exact(const Problem<T, BT>& pr) : value(size_t(pr.M) * pr.N), tol(value.size()) {
+    const double n = pr.K + 3, u = unit_roundoff<T>(), gamma = n * u / (1 - n * u);
+    for (int i = 0; i < pr.M; ++i) {
+      for (int j = 0; j < pr.N; ++j) {
+        const long double c0 = pr.accumulate ? pr.c0[pr.offset + i * pr.ldc + j] : 0.0L;
+        const long double bj = pr.with_bias ? pr.bias[pr.offset + j] : 0.0L;
+        long double sum = c0 + bj, scale = std::fabs(c0) + std::fabs(bj);
+        for (int p = 0; p < pr.K; ++p) {
+          const long double t = (long double)pr.A(i, p) * (long double)pr.B(p, j);
+          sum += t, scale += std::fabs(t);
+        }
+        value[size_t(i) * pr.N + j] = sum;
+        tol[size_t(i) * pr.N + j] = gamma * double(scale);
+      }
+    }
+  }
+};
+
+// Checks every output of c against the exact product within its tolerance, and that C's
+// padding still holds its sentinel. Returns the largest error as a fraction of its tolerance.
+template <typename T, typename BT>
+double check_exact(const Problem<T, BT>& pr, const Exact<T, BT>& ex, const std::vector<T>& c,
+                   const char* what) {
+  double worst = 0;
+  int failures = 0;
+  for (int i = 0; i < pr.M; ++i) {
+    const size_t row = pr.offset + i * pr.ldc;
+    for (int j = 0; j < pr.N; ++j) {
+      const size_t e = size_t(i) * pr.N + j;
+      const double err = double(std::fabs((long double)c[row + j] - ex.value[e]));
+      if (ex.tol[e] > 0) worst = std::max(worst, err / ex.tol[e]);
+      if (!(err <= ex.tol[e]) && ++failures <= 3) {
+        ADD_FAILURE() << what << ": C(" << i << "," << j << ") = " << c[row + j] << ", exact "
+                      << double(ex.value[e]) << ", |err| " << err << " > " << ex.tol[e];
+      }
+    }
+    for (size_t j = pr.N; j < pr.ldc; ++j) {
+      if (!std::isnan(c[row + j]) && ++failures <= 3) {
+        ADD_FAILURE() << what << ": wrote C's padding at row " << i << ", column " << j;
+      }
+    }
+  }
+  return worst;
+}
+
+std::string describe(int M, int N, int K, Trans ta, Trans tb, bool acc, bool bias, int off,
+                     int pad) {
+  return "M " + std::to_string(M) + " N " + std::to_string(N) + " K " + std::to_string(K) +
+         (ta == Trans::kYes ? " Aᵀ" : " A") + (tb == Trans::kYes ? " Bᵀ" : " B") +
+         (acc ? " C+=" : " C=") + (bias ? " +bias" : "") + " offset " + std::to_string(off) +
+         " pad " + std::to_string(pad);
+}
+
+// Every shape from `sizes`³; the transposes, accumulate, bias and layout rotate with the shape
+// index so that every combination meets edges in every dimension.
+template <typename T, typename BT, typename F>
+void for_each_case(const std::vector<int>& sizes, F&& f) {
+  int idx = 0;
+  for (int M : sizes) {
+    for (int N : sizes) {
+      for (int K : sizes) {
+        const Trans ta = idx & 1 ? Trans::kYes : Trans::kNo,
+                    tb = idx & 2 ? Trans::kYes : Trans::kNo;
+        const bool acc = idx % 3 != 0, bias = idx % 5 < 3;
+        const int off = idx % 7 < 5 ? 1 : 0, pad = idx % 7 < 5 ? 5 : 0;  // mostly unaligned
+        SCOPED_TRACE(describe(M, N, K, ta, tb, acc, bias, off, pad));
+        f(Problem<T, BT>(M, N, K, ta, tb, acc, bias, off, pad, uint64_t(idx) + 1));
+        ++idx;
+      }
+    }
+  }
+}
+
+const std::vector<int> kEdgeSizes = {1, 3, 17, 63, 65, 130, 257};
+
+TEST(Matmul, PackedVariantsAreBitIdenticalToNaive) {
+  const Matmul naive(MatmulKind::kNaive), tiled(MatmulKind::kTiled), blocked(MatmulKind::kBlocked);
+  for_each_case<float, float>(kEdgeSizes, [&](const Problem<float, float>& pr) {
+    const std::vector<float> ref = pr.run(naive);
+    EXPECT_TRUE(same_bits(pr.run(tiled), ref)) << "tiled";
+    EXPECT_TRUE(same_bits(pr.run(blocked), ref)) << "blocked";
+  });
+}
+
+TEST(Matmul, EveryVariantWithinRoundingOfTheExactProduct) {
+  const Matmul mms[] = {Matmul(MatmulKind::kNaive), Matmul(MatmulKind::kTiled),
+                        Matmul(MatmulKind::kBlocked), Matmul(MatmulKind::kEigen)};
+  double worst[4] = {};
+  for_each_case<float, float>(kEdgeSizes, [&](const Problem<float, float>& pr) {
+    const Exact<float, float> ex(pr);
+    for (const Matmul& mm : mms) {
+      const int k = int(mm.kind());
+      worst[k] = std::max(worst[k], check_exact(pr, ex, pr.run(mm), matmul_name(mm.kind())));
+    }
+  });
+  for (MatmulKind k : kAllKinds) {
+    std::printf("%s: worst element uses %.2f%% of its bound\n", matmul_name(k),
+                100 * worst[int(k)]);
+  }
+}
+
+TEST(Matmul, DoubleInstantiation) {
+  const Matmul naive(MatmulKind::kNaive), tiled(MatmulKind::kTiled), blocked(MatmulKind::kBlocked),
+      eigen(MatmulKind::kEigen);
+  for_each_case<double, double>({1, 5, 33, 67, 129, 260}, [&](const Problem<double, double>& pr) {
+    const std::vector<double> ref = pr.run(naive);
+    EXPECT_TRUE(same_bits(pr.run(tiled), ref)) << "tiled";
+    EXPECT_TRUE(same_bits(pr.run(blocked), ref)) << "blocked";
+    const Exact<double, double> ex(pr);
+    check_exact(pr, ex, ref, "naive");
+    check_exact(pr, ex, pr.run(eigen), "eigen");
+  });
+}
+
+// The f16 weight mirror: B stored as f16 and widened while packing gives exactly the product on
+// a widened f32 copy of B (the widening is exact), for every variant.
+TEST(Matmul, F16OperandEqualsItsWidenedCopy) {
+  const size_t widen = size_t(260) * 260;
+  const Matmul mms[] = {Matmul(MatmulKind::kNaive), Matmul(MatmulKind::kTiled),
+                        Matmul(MatmulKind::kBlocked), Matmul(MatmulKind::kEigen, 0, widen)};
+  for_each_case<float, f16>({2, 31, 65, 260}, [&](const Problem<float, f16>& pr) {
+    Problem<float, float> wide(pr.M, pr.N, pr.K, pr.ta, pr.tb, pr.accumulate, pr.with_bias,
+                               pr.offset, pr.pad, 1);
+    wide.a = pr.a, wide.c0 = pr.c0, wide.bias = pr.bias;
+    wide.b.resize(pr.b.size());
+    cast_f16_to_f32(wide.b.data(), pr.b.data(), pr.b.size());
+    const Exact<float, f16> ex(pr);
+    for (const Matmul& mm : mms) {
+      const std::vector<float> c = pr.run(mm);
+      EXPECT_TRUE(same_bits(c, wide.run(mm))) << matmul_name(mm.kind());
+      check_exact(pr, ex, c, matmul_name(mm.kind()));
+    }
+  });
+}
+
+// Larger than one cache block in every dimension (K > KC = 256, N > NC = 512 floats, many row
+// tiles), run on 1, 2 and 3 threads: the same bits. Eigen included (fixed chunks).
+TEST(Matmul, ThreadCountDoesNotChangeBits) {
+  OmpThreads omp;
+  for (const Trans ta : {Trans::kNo, Trans::kYes}) {
+    const Problem<float, float> pr(131, 540, 300, ta, Trans(int(ta) ^ 1), true, true, 1, 3, 9);
+    const Exact<float, float> ex(pr);
+    for (MatmulKind k : kAllKinds) {
+      std::vector<float> ref;
+      for (int t : {1, 2, 3}) {
+        omp.set(t);
+        ASSERT_EQ(OmpThreads::team_size(), t);
+        const std::vector<float> c = pr.run(Matmul(k, t));
+        if (t == 1) {
+          ref = c;
+          check_exact(pr, ex, c, matmul_name(k));
+        } else {
+          EXPECT_TRUE(same_bits(c, ref)) << matmul_name(k) << " at " << t << " threads";
+        }
+      }
+    }
+  }
+}
+
+// K = 0: the empty sum. C becomes bias (or stays C + bias when accumulating).
+TEST(Matmul, EmptySumIsTheEpilogueAlone) {
+  for (MatmulKind k : kAllKinds) {
+    for (bool acc : {false, true}) {
+      const Problem<float, float> pr(5, 70, 0, Trans::kNo, Trans::kYes, acc, true, 1, 2, 3);
+      const std::vector<float> c = pr.run(Matmul(k));
+      for (int i = 0; i < pr.M; ++i) {
+        for (int j = 0; j < pr.N; ++j) {
+          const size_t at = pr.offset + i * pr.ldc + j;
+          const float expected = (acc ? pr.c0[at] : 0.0f) + pr.bias[pr.offset + j];
+          EXPECT_EQ(c[at], expected) << matmul_name(k) << " (" << i << "," << j << ")";
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, NamesRoundTrip) {
+  for (MatmulKind k : kAllKinds) {
+    MatmulKind back = MatmulKind::kNaive;
+    EXPECT_TRUE(matmul_from_name(matmul_name(k), &back));
+    EXPECT_EQ(back, k);
+  }
+  MatmulKind unchanged = MatmulKind::kTiled;
+  EXPECT_FALSE(matmul_from_name("blas", &unchanged));
+  EXPECT_EQ(unchanged, MatmulKind::kTiled);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The linear layer: its three products are the core's with nn.Linear's layouts, and the bias
+// gradient sums each column in ascending row order.
+
+template <typename T>
+std::vector<T> uniform(TestData& d, size_t n) {
+  std::vector<T> v(n);
+  for (T& x : v) x = T(d.uniform(-1, 1));
+  return v;
+}
+
+// The textbook loops of ops/linear.h's formulas, in the core's order: one FMA chain per output
+// in ascending order of the summed index (from 0, or from the value already there), bias added
+// last; db by plain adds in ascending r.
+struct LinearRef {
+  int N, K, O;
+  std::vector<float> x, w, b, dy, dx, dw, db;
+  LinearRef(int n, int k, int o, uint64_t seed) : N(n), K(k), O(o) {
+    TestData d(seed);
+    x = uniform<float>(d, size_t(N) * K), w = uniform<float>(d, size_t(O) * K);
+    b = uniform<float>(d, O), dy = uniform<float>(d, size_t(N) * O);
+    dx = uniform<float>(d, size_t(N) * K), dw = uniform<float>(d, size_t(O) * K);
+    db = uniform<float>(d, O);
+  }
+  std::vector<float> forward() const {
+    std::vector<float> y(size_t(N) * O);
+    for (int r = 0; r < N; ++r) {
+      for (int o = 0; o < O; ++o) {
+        float s = 0;
+        for (int k = 0; k < K; ++k) s = std::fma(x[r * K + k], w[o * K + k], s);
+        y[r * O + o] = s + b[o];
+      }
+    }
+    return y;
+  }
+  void backward(std::vector<float>& dx_, std::vector<float>& dw_, std::vector<float>& db_) const {
+    for (int r = 0; r < N; ++r) {
+      for (int k = 0; k < K; ++k) {
+        for (int o = 0; o < O; ++o)
+          dx_[r * K + k] = std::fma(dy[r * O + o], w[o * K + k], dx_[r * K + k]);
+      }
+    }
+    for (int o = 0; o < O; ++o) {
+      for (int k = 0; k < K; ++k) {
+        for (int r = 0; r < N; ++r)
+          dw_[o * K + k] = std::fma(dy[r * O + o], x[r * K + k], dw_[o * K + k]);
+      }
+      for (int r = 0; r < N; ++r) db_[o] += dy[r * O + o];
+    }
+  }
+};
+
+TEST(Linear, ThreeProductsAndBiasGradientMatchTheTextbookLoops) {
+  const int shapes[][3] = {{8, 64, 128}, {7, 65, 129}, {5, 33, 17}, {1, 3, 1}, {70, 300, 19}};
+  for (const auto& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "N " << s[0] << " K " << s[1] << " O " << s[2]);
+    const LinearRef ref(s[0], s[1], s[2], uint64_t(s[0] * 1000 + s[2]));
+    std::vector<float> dx_ref = ref.dx, dw_ref = ref.dw, db_ref = ref.db;
+    ref.backward(dx_ref, dw_ref, db_ref);
+    for (MatmulKind k : kPackedKinds) {
+      const Matmul mm(k);
+      std::vector<float> y(size_t(ref.N) * ref.O), dx = ref.dx, dw = ref.dw, db = ref.db;
+      linear_forward(mm, y.data(), ref.x.data(), ref.w.data(), ref.b.data(), ref.N, ref.K, ref.O);
+      linear_backward(mm, dx.data(), dw.data(), db.data(), ref.dy.data(), ref.x.data(),
+                      ref.w.data(), ref.N, ref.K, ref.O);
+      EXPECT_TRUE(same_bits(y, ref.forward())) << matmul_name(k);
+      EXPECT_TRUE(same_bits(dx, dx_ref)) << matmul_name(k);
+      EXPECT_TRUE(same_bits(dw, dw_ref)) << matmul_name(k);
+      EXPECT_TRUE(same_bits(db, db_ref)) << matmul_name(k);
+      // Null dinp and db skip those outputs and leave dw as it was.
+      std::vector<float> dw2 = ref.dw;
+      linear_backward<float, float>(mm, nullptr, dw2.data(), nullptr, ref.dy.data(), ref.x.data(),
+                                    ref.w.data(), ref.N, ref.K, ref.O);
+      EXPECT_TRUE(same_bits(dw2, dw_ref)) << matmul_name(k);
+    }
+  }
+}
+
+// The bias gradient against the exact column sums: N plain adds, so within γ(N)·Σ|dout|.
+TEST(Linear, BiasGradientWithinRoundingOfExactSums) {
+  TestData d(5);
+  const int N = 2048, O = 131;  // O: whole vectors and a scalar tail
+  const std::vector<float> dy = uniform<float>(d, size_t(N) * O), db0 = uniform<float>(d, O);
+  std::vector<float> db = db0;
+  bias_backward(db.data(), dy.data(), N, O);
+  const double gamma = N * 0x1p-24 / (1 - N * 0x1p-24);
+  for (int o = 0; o < O; ++o) {
+    long double exact = db0[o], scale = std::fabs(db0[o]);
+    for (int r = 0; r < N; ++r)
+      exact += dy[size_t(r) * O + o], scale += std::fabs(dy[size_t(r) * O + o]);
+    EXPECT_LE(std::fabs(db[o] - exact), gamma * double(scale)) << "o " << o;
+  }
+}
+
+}  // namespace
+}  // namespace reftrain
