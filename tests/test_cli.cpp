@@ -18,6 +18,8 @@ namespace reftrain::testing {
 namespace {
 
 using nlohmann::json;
+using testing::llmc_header;
+using testing::uint16_le;
 
 struct SplitResult {
   int exit_code;    // as run_command: -1 when the shell did not exit normally
@@ -84,22 +86,6 @@ std::vector<json> read_trace(const std::string& path) {
   std::vector<json> lines;
   for (const std::string& l : split_lines(read_file(path))) lines.push_back(json::parse(l));
   return lines;
-}
-
-// llm.c's 256-int32 little-endian header followed by `tail`.
-std::string llmc_header(const std::vector<int32_t>& values, const std::string& tail = "") {
-  std::string h(256 * 4, '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint32_t v = uint32_t(values[i]);
-    for (int b = 0; b < 4; ++b) h[4 * i + b] = char((v >> (8 * b)) & 0xff);
-  }
-  return h + tail;
-}
-
-std::string uint16_le(const std::vector<uint16_t>& tokens) {
-  std::string s;
-  for (uint16_t t : tokens) s += char(t & 0xff), s += char(t >> 8);
-  return s;
 }
 
 // The tiny preset's shape as an llm.c checkpoint header: maxT 32, V 256, L 2, NH 2, C 32, Vp 256.
