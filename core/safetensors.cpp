@@ -87,7 +87,7 @@ DType parse_dtype(const nlohmann::json& v) {
       if (v.get_ref<const std::string&>() == d.name) return d.dtype;
     }
   }
-  throw BadEntry("unknown dtype " + (v.is_string() ? printable(v.get<std::string>()) : v.dump()) +
+  throw BadEntry("unknown dtype " + printable(v.is_string() ? v.get<std::string>() : v.dump()) +
                  " (reftrain reads F64 F32 F16 I64 I32 U16 U8)");
 }
 
@@ -299,7 +299,8 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
                     {"data_offsets", {offset, offset + t.bytes.size()}}};
     offset += t.bytes.size();
   }
-  std::string text = header.dump();
+  // Invalid UTF-8 in a metadata value (a file name) becomes U+FFFD rather than a type_error.
+  std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   text.append((8 - text.size() % 8) % 8, ' ');  // data starts 8-byte aligned
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) throw input_error(path + ": cannot open for writing");

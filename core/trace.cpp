@@ -29,7 +29,9 @@ TraceWriter::~TraceWriter() {
 
 void TraceWriter::write(const Json& line) {
   if (!f_) return;
-  const std::string s = line.dump() + "\n";
+  // JSON text is UTF-8; a value that is not (a file name in another encoding) gets U+FFFD in
+  // place of its bad bytes instead of a type_error that would end the run.
+  const std::string s = line.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
   if (std::fwrite(s.data(), 1, s.size(), f_) != s.size() || std::fflush(f_) != 0) {
     throw input_error("writing trace file " + path_ + " failed (disk full?)");
   }

@@ -11,8 +11,9 @@ build="${1:?usage: $0 BUILD_DIR}"
 excluded='^CliTest\.PeakMemoryMatchesEstimate$'
 
 start=$(date +%s)
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DREFTRAIN_SANITIZE=ON \
-  -DREFTRAIN_BUILD_BENCH=OFF -DREFTRAIN_NESTED_TESTS=OFF >/dev/null
+# -O1: ASan's recommended level, and a quicker compile than Release's -O3.
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+  -DREFTRAIN_SANITIZE=ON -DREFTRAIN_BUILD_BENCH=OFF -DREFTRAIN_NESTED_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)"
 built=$(date +%s)
 # halt_on_error: the first report fails the test; detect_leaks: leaks count as failures too.

@@ -544,6 +544,20 @@ TEST_F(CliTest, TraceRecordsArchitectureAndRope) {
   EXPECT_EQ(g["optimizer"]["name"], "adamw");
 }
 
+// A file name that is not UTF-8 (Latin-1 \xe9 here) cannot go into JSON as is: the trace holds
+// U+FFFD in its place, and the run neither crashes (it did: an uncaught json type_error) nor
+// stops.
+TEST_F(CliTest, NonUtf8FileNameInTraceIsReplaced) {
+  const std::string data = dir_.file("caf\xe9.txt"), trace = dir_.file("t.jsonl");
+  write_file(data, learnable_text());
+  const SplitResult r =
+      run_split("train --preset tiny --steps 1 --data '" + data + "' --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = read_trace(trace);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0]["data"]["source"], dir_.file("caf\xef\xbf\xbd.txt"));
+}
+
 TEST_F(CliTest, TraceFormat) {
   const std::string trace = dir_.file("format.jsonl");
   const int steps = 7;

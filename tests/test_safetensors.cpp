@@ -83,6 +83,16 @@ TEST(Safetensors, RoundTripsEveryDtype) {
   EXPECT_THROW(g.get("w.f32").as<int32_t>(), std::invalid_argument);
 }
 
+// JSON is UTF-8: a metadata value that is not (a Latin-1 file name) is written with U+FFFD in
+// place of the bad byte, where dump() used to throw and end the program.
+TEST(Safetensors, NonUtf8MetadataIsWrittenAsReplacementCharacter) {
+  TempDir dir;
+  SafetensorsFile f;
+  f.metadata["data"] = "caf\xe9.txt";
+  write_safetensors(dir.file("a.safetensors"), f);
+  EXPECT_EQ(read_safetensors(dir.file("a.safetensors")).metadata.at("data"), "caf\xef\xbf\xbd.txt");
+}
+
 TEST(Safetensors, HeaderIsStandardJsonAndDataIsAligned) {
   TempDir dir;
   write_safetensors(dir.file("a.safetensors"), sample_file());
@@ -228,7 +238,7 @@ TEST(Safetensors, InconsistentEntriesAreRejected) {
   } bad[] = {
       {R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "does not match shape [3]"},
       {R"({"x":{"dtype":"BF17","shape":[2],"data_offsets":[0,8]}})", "unknown dtype 'BF17'"},
-      {R"({"x":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", "unknown dtype 4"},
+      {R"({"x":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", "unknown dtype '4'"},
       {R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", "not a non-negative integer"},
       // Numbers that are not integers: once truncated (2.5 -> 2) or converted with undefined
       // behaviour (1e300 does not fit any integer type).
