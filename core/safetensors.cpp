@@ -58,8 +58,36 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
-// The reference implementation's limit: a header is a table of contents, not a payload.
-constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// Parsing a JSON header takes up to ~20 times its size in memory (a json value and a vector
+// slot per "0," of a long array; ~40 times for "[[[[" nesting). The format allows 100 MB; we
+// accept 16 MB, over 100,000 tensor entries of ~100 bytes, so a header costs at most ~320 MB.
+constexpr uint64_t kMaxHeaderBytes = 16 << 20;
+// {name: {"shape": [...]}} is as deep as the format goes.
+constexpr int kMaxHeaderDepth = 3;
+
+// True when the JSON text nests [ and { deeper than `limit` (strings skipped); checked before
+// parsing, since parsing builds a container per level.
+bool nested_deeper_than(const std::string& text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
 
 // Why one header entry is malformed; read_safetensors adds the file and the entry's name.
 struct BadEntry : std::runtime_error {
@@ -185,7 +213,7 @@ uint64_t read_header_length(InputFile& in) {
   }
   if (header_len > kMaxHeaderBytes) {
     throw input_error(in.name() + ": safetensors header of " + std::to_string(header_len) +
-                      " bytes is over the format's limit of 100 MB");
+                      " bytes is over reftrain's limit of 16 MiB");
   }
   return header_len;
 }
@@ -259,6 +287,10 @@ SafetensorsFile read_safetensors(const std::string& path) {
   const uint64_t header_len = read_header_length(in);
   std::string header(header_len, '\0');
   in.read_at(8, header.data(), header_len, "the header");
+  if (nested_deeper_than(header, kMaxHeaderDepth)) {
+    throw input_error(in.name() + ": corrupt safetensors header (JSON nested deeper than " +
+                      std::to_string(kMaxHeaderDepth) + " levels)");
+  }
   const nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) throw input_error(in.name() + ": corrupt safetensors header (not JSON)");
   if (!j.is_object()) {

@@ -1,8 +1,8 @@
 // libFuzzer target: a JSONL trace, parsed line by line with nlohmann::json as reftrain's
-// readers parse JSON (traces, the safetensors header, checkpoint metadata). parse may throw only
-// what nlohmann documents for it: parse_error (malformed text, bad UTF-8 or surrogates) and
-// out_of_range 406 (a number too large for a double). A line it accepts must survive
-// dump -> parse unchanged, since reftrain writes traces with dump and reads them back.
+// readers parse JSON (the safetensors header: parse without exceptions, then check the result).
+// Nothing may escape parse; a line it accepts must survive dump -> parse unchanged, since
+// reftrain writes JSON with dump and reads it back. (The exception-throwing parse is not used:
+// building each parse_error's message made this target about three times slower.)
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -16,20 +16,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t begin = 0; begin <= text.size();) {
     size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
-    const std::string line = text.substr(begin, end - begin);
+    const json j = json::parse(text.begin() + begin, text.begin() + end, nullptr, false);
     begin = end + 1;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error&) {
-      continue;
-    } catch (const json::out_of_range& e) {
-      FUZZ_CHECK(e.id == 406);
-      continue;
-    }
+    if (j.is_discarded()) continue;
     const std::string again = j.dump();
-    FUZZ_CHECK(json::parse(again) == j);
-    FUZZ_CHECK(json::parse(again).dump() == again);
+    const json back = json::parse(again, nullptr, false);
+    FUZZ_CHECK(back == j);
+    FUZZ_CHECK(back.dump() == again);
   }
   return 0;
 }

@@ -294,16 +294,40 @@ TEST(Safetensors, NamesFromTheFileAreQuotedOnOneLine) {
   EXPECT_LT(msg.size(), 300u + path.size());
 }
 
-TEST(Safetensors, HeaderOverTheFormatLimitIsRejected) {
+TEST(Safetensors, HeaderOverTheLimitIsRejected) {
   TempDir dir;
   const std::string path = dir.file("big.safetensors");
-  // A sparse file just long enough for a 100 MB + 1 header: the length is refused before the
+  // A sparse file just long enough for a 16 MiB + 1 header: the length is refused before the
   // header is read or allocated.
-  const uint64_t len = 100000001;
+  const uint64_t len = (16 << 20) + 1;
   write_file(path, le64(len));
   std::filesystem::resize_file(path, 8 + len);
   const std::string msg = user_error_of([&] { read_safetensors(path); });
-  EXPECT_NE(msg.find("over the format's limit of 100 MB"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("over reftrain's limit of 16 MiB"), std::string::npos) << msg;
+}
+
+// Parsing builds a container per level of nesting (about 40 bytes of memory per byte of
+// "[[[["), so a header nested deeper than the format's three levels is refused before parsing.
+TEST(Safetensors, DeeplyNestedHeaderIsRejected) {
+  TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  const std::string ok = R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+  write_file(path, raw_file(ok, "a"));
+  EXPECT_EQ(read_safetensors(path).tensors.size(), 1u);  // three levels: the control
+  const std::string too_deep[] = {
+      R"({"x":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}})",
+      std::string(1 << 20, '[') + std::string(1 << 20, ']'),
+  };
+  for (const std::string& header : too_deep) {
+    write_file(path, raw_file(header, "a"));
+    const std::string msg = user_error_of([&] { read_safetensors(path); });
+    EXPECT_NE(msg.find("nested deeper than 3 levels"), std::string::npos) << msg;
+  }
+  // Brackets inside strings, escaped quotes included, do not count.
+  write_file(path, raw_file(R"({"x[[[\"{{{":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
+                            R"("__metadata__":{"k":"]]]\\[[[[[["}})",
+                            "a"));
+  EXPECT_EQ(read_safetensors(path).metadata.at("k"), "]]]\\[[[[[[");
 }
 
 TEST(Safetensors, DirectoryOrDeviceIsRejected) {
