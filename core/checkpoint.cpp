@@ -260,23 +260,21 @@ void add_derived_state(std::map<std::string, std::string>& md, const CheckpointM
                        const ParamLayout& layout) {
   const TrainConfig& t = m.train;
   const LrSchedule s{t.lr, t.min_lr, t.warmup, t.steps, t.schedule};
-  md["rng"] = Json{
-      {"generator", "philox4x32-10"},
-      {"seed", t.seed},
-      {"state", "counter-based: every draw is a function of (seed, stream, index)"},
-      {"next_train_batch",
-       m.step}}.dump();
-  md["schedule"] =
+  md["rng"] =
+      json_text(Json{{"generator", "philox4x32-10"},
+                     {"seed", t.seed},
+                     {"state", "counter-based: every draw is a function of (seed, stream, index)"},
+                     {"next_train_batch", m.step}});
+  md["schedule"] = json_text(
       Json{{"kind", schedule_name(t.schedule)},
            {"lr", json_float(t.lr)},
            {"min_lr", json_float(t.min_lr)},
            {"warmup", t.warmup},
            {"steps", t.steps},
            {"next_step", m.step},
-           {"next_lr", json_float(learning_rate(s, int(std::min<int64_t>(m.step, INT32_MAX))))}}
-          .dump();
+           {"next_lr", json_float(learning_rate(s, int(std::min<int64_t>(m.step, INT32_MAX))))}});
   const bool q8 = t.optimizer == Optimizer::kAdamW8bit;
-  md["optimizer"] =
+  md["optimizer"] = json_text(
       Json{{"name", optimizer_name(t.optimizer)},
            {"t", m.updates},
            {"state", q8 ? "optimizer.{m,v}_codes: one byte per mega-buffer element; "
@@ -284,9 +282,8 @@ void add_derived_state(std::map<std::string, std::string>& md, const CheckpointM
                         : "optimizer.m.<name>, optimizer.v.<name>: fp32, the weight's shape"},
            {"fp16_mirror", precision_name(t.precision) == std::string("mixed")
                                ? "not stored: f16(clamp(w, +-65504)), round to nearest even"
-                               : "none (fp32 run)"}}
-          .dump();
-  md["layout"] = layout_json(layout).dump();
+                               : "none (fp32 run)"}});
+  md["layout"] = json_text(layout_json(layout));
 }
 
 std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json& run,
@@ -296,20 +293,17 @@ std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json&
   md["format_version"] = std::to_string(kCheckpointVersion);
   md["step"] = std::to_string(m.step);
   md["updates"] = std::to_string(m.updates);
-  md["config"] = Json{{"preset", m.preset},
-                      {"model", model_config_json(m.model)},
-                      {"train", train_config_json(m.train)}}
-                     .dump();
+  md["config"] = json_text(Json{{"preset", m.preset},
+                                {"model", model_config_json(m.model)},
+                                {"train", train_config_json(m.train)}});
   md["init"] = m.init;
-  md["data"] = Json{
-      {"kind", m.data.kind},
-      {"source", m.data.source},
-      {"path", m.data.path},
-      {"hash", hash_text(m.data.hash)},
-      {"next_batch",
-       m.step}}.dump();
-  md["checkpointing"] = Json{{"save_every", m.save_every}, {"keep", m.keep}}.dump();
-  md["run"] = run.dump();
+  md["data"] = json_text(Json{{"kind", m.data.kind},
+                              {"source", m.data.source},
+                              {"path", m.data.path},
+                              {"hash", hash_text(m.data.hash)},
+                              {"next_batch", m.step}});
+  md["checkpointing"] = json_text(Json{{"save_every", m.save_every}, {"keep", m.keep}});
+  md["run"] = json_text(run);
   add_derived_state(md, m, layout);
   return md;
 }

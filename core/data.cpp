@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace reftrain {
 
@@ -50,14 +50,7 @@ Dataset split(std::string kind, std::string source, std::vector<uint16_t> tokens
 }
 
 std::string read_text(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw input_error("data file " + path + " does not exist");
-  if (fs::is_directory(path, ec)) throw input_error("data file " + path + " is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error("data file " + path + " cannot be read (permissions?)");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return InputFile(path, "data file").read_all();
 }
 
 }  // namespace
@@ -95,33 +88,30 @@ Dataset load_fortunes(const std::string& dir) {
 }
 
 Dataset load_llmc_tokens(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw input_error("token file " + path + " does not exist");
-  if (fs::is_directory(path, ec)) throw input_error("token file " + path + " is a directory");
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw input_error("token file " + path + " cannot be read");
-  const uint64_t size = uint64_t(in.tellg());
-  in.seekg(0);
+  InputFile in(path, "token file");
   int32_t header[256];
-  if (size < sizeof(header) || !in.read(reinterpret_cast<char*>(header), sizeof(header))) {
-    throw input_error("token file " + path + " is shorter than llm.c's 1024-byte header");
+  if (in.size() < sizeof(header)) {
+    throw input_error(in.name() + " is shorter than llm.c's 1024-byte header");
   }
+  in.read_at(0, header, sizeof(header), "the header");
   if (header[0] != 20240520) {
-    throw input_error("token file " + path + " has magic " + std::to_string(header[0]) +
+    throw input_error(in.name() + " has magic " + std::to_string(header[0]) +
                       ", expected llm.c's 20240520");
   }
   if (header[1] != 1) {
-    throw input_error("token file " + path + " has version " + std::to_string(header[1]) +
+    throw input_error(in.name() + " has version " + std::to_string(header[1]) +
                       ", expected 1 (uint16 tokens)");
   }
   const int64_t count = header[2];
-  if (count < 0 || size != sizeof(header) + uint64_t(count) * 2) {
-    throw input_error("token file " + path + " header says " + std::to_string(count) +
-                      " tokens but the file holds " + std::to_string((size - sizeof(header)) / 2));
+  // count is an int32, so count·2 cannot overflow; the file's size bounds the allocation.
+  if (count < 0 || in.size() != sizeof(header) + uint64_t(count) * 2) {
+    throw input_error(in.name() + " header says " + std::to_string(count) +
+                      " tokens but the file holds " +
+                      std::to_string((in.size() - sizeof(header)) / 2));
   }
+  if (count == 0) throw input_error(in.name() + " holds no tokens");
   std::vector<uint16_t> tokens(static_cast<size_t>(count));
-  in.read(reinterpret_cast<char*>(tokens.data()), std::streamsize(count * 2));
-  if (count == 0) throw input_error("token file " + path + " holds no tokens");
+  in.read_at(sizeof(header), tokens.data(), uint64_t(count) * 2, "the tokens");
   return split("llmc-tokens", path, std::move(tokens));
 }
 

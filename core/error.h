@@ -31,4 +31,22 @@ inline UserError input_error(const std::string& message) {
   return UserError(message, kExitInputError);
 }
 
+// `text` taken from a file (a tensor name, a dtype), fit for a one-line message: quoted,
+// control and non-ASCII bytes as \xNN, cut at `max_chars` with "...". A corrupt file can hold
+// a newline or a megabyte where a name should be.
+inline std::string printable(const std::string& text, size_t max_chars = 64) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out = "'";
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (i == max_chars) return out + "'...";
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace reftrain

@@ -26,7 +26,7 @@ std::vector<int64_t> shape64(std::initializer_list<int64_t> s) {
 
 void write_json(const std::string& path, const Json& j) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << j.dump(2) << "\n";
+  out << json_text(j, 2) << "\n";
   out.flush();
   if (!out) throw input_error(path + ": write failed (disk full or not writable?)");
 }
@@ -113,13 +113,11 @@ void write_init(const Model& model, const std::string& path) {
                        {"decay", t.decay}});
   }
   f.metadata["format"] = "reftrain-golden-init";
-  f.metadata["layout"] = tensors.dump();
-  f.metadata["mega_buffer"] = Json{
-      {"dtype", "F32"},
-      {"floats", layout.total()},
-      {"wd_end", layout.wd_end()},
-      {"align_floats",
-       kAlignFloats}}.dump();
+  f.metadata["layout"] = json_text(tensors);
+  f.metadata["mega_buffer"] = json_text(Json{{"dtype", "F32"},
+                                             {"floats", layout.total()},
+                                             {"wd_end", layout.wd_end()},
+                                             {"align_floats", kAlignFloats}});
   write_safetensors(path, f);
 }
 
@@ -176,7 +174,7 @@ void write_debug_state(const ModelConfig& cfg, const std::vector<float>& w0, con
     f.add("grad." + p.name, DType::kF32, std::vector<int64_t>(p.shape.begin(), p.shape.end()),
           m->grads() + p.offset);
   }
-  f.metadata["tolerances"] = debug_state_tolerances(f).dump();
+  f.metadata["tolerances"] = json_text(debug_state_tolerances(f));
   f.metadata["format"] = "reftrain-golden-debug-state";
   f.metadata["step"] = "1";
   f.metadata["note"] = "gradients of step 1's loss at the initial weights, before clipping";

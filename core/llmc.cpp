@@ -2,11 +2,11 @@
 
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <vector>
+#include <string>
 
+#include "core/checked.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace reftrain {
 
@@ -40,65 +40,79 @@ constexpr LlmcTensor kOrder[] = {
     {"transformer.ln_f.bias", false},
 };
 
-}  // namespace
+// The header's shape, bounded so that every later product stays far from overflow.
+bool plausible(const ModelConfig& c) {
+  return c.max_seq > 0 && c.max_seq <= 1 << 20 && c.vocab > 0 && c.vocab <= 1 << 20 &&
+         c.layers > 0 && c.layers <= 1024 && c.heads > 0 && c.channels > 0 &&
+         c.channels <= 1 << 16 && c.channels % c.heads == 0 && c.padded_vocab >= c.vocab &&
+         c.padded_vocab <= 1 << 20;
+}
 
-ModelConfig read_llmc_config(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw input_error("checkpoint " + path + " does not exist");
-  if (std::filesystem::is_directory(path, ec)) {
-    throw input_error("checkpoint " + path + " is a directory");
-  }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw input_error("checkpoint " + path + " cannot be opened");
-  const uint64_t size = uint64_t(in.tellg());
-  in.seekg(0);
+// Floats in llm.c's parameter block: Vp·C + maxT·C + L·(12·C² + 13·C) + 2·C.
+CheckedSize llmc_param_count(const ModelConfig& c) {
+  const CheckedSize C = uint64_t(c.channels), L = uint64_t(c.layers);
+  return CheckedSize(uint64_t(c.padded_vocab)) * C + CheckedSize(uint64_t(c.max_seq)) * C +
+         L * (CheckedSize(12) * C * C + CheckedSize(13) * C) + CheckedSize(2) * C;
+}
+
+ModelConfig read_header(InputFile& in) {
   int32_t h[256];
-  if (size < kHeaderBytes || !in.read(reinterpret_cast<char*>(h), kHeaderBytes)) {
-    throw input_error("checkpoint " + path + " is shorter than llm.c's 1024-byte header");
+  if (in.size() < kHeaderBytes) {
+    throw input_error(in.name() + " is shorter than llm.c's 1024-byte header");
   }
+  in.read_at(0, h, kHeaderBytes, "the header");
   if (h[0] != kMagic) {
-    throw input_error("checkpoint " + path + " has magic " + std::to_string(h[0]) +
+    throw input_error(in.name() + " has magic " + std::to_string(h[0]) +
                       ", expected llm.c's 20240326 (is it a GPT-2 checkpoint from llm.c?)");
   }
   if (h[1] != kVersionFp32) {
-    throw input_error("checkpoint " + path + " has version " + std::to_string(h[1]) +
+    throw input_error(in.name() + " has version " + std::to_string(h[1]) +
                       ", only version 3 (fp32) is supported");
   }
   ModelConfig cfg;
   cfg.arch = Arch::kGpt2;
   cfg.max_seq = h[2], cfg.vocab = h[3], cfg.layers = h[4], cfg.heads = h[5];
   cfg.channels = h[6], cfg.padded_vocab = h[7];
-  const bool sane = cfg.max_seq > 0 && cfg.max_seq <= 1 << 20 && cfg.vocab > 0 &&
-                    cfg.vocab <= 1 << 20 && cfg.layers > 0 && cfg.layers <= 1024 && cfg.heads > 0 &&
-                    cfg.channels > 0 && cfg.channels <= 1 << 16 && cfg.channels % cfg.heads == 0 &&
-                    cfg.padded_vocab >= cfg.vocab && cfg.padded_vocab <= 1 << 20;
-  if (!sane)
-    throw input_error("checkpoint " + path + " has an impossible model shape in its header");
-  const uint64_t C = uint64_t(cfg.channels), L = uint64_t(cfg.layers);
-  const uint64_t n = uint64_t(cfg.padded_vocab) * C + uint64_t(cfg.max_seq) * C +
-                     L * (12 * C * C + 13 * C) + 2 * C;
-  if (size != kHeaderBytes + n * sizeof(float)) {
-    throw input_error("checkpoint " + path + " has " + std::to_string(size) +
-                      " bytes, its header implies " + std::to_string(kHeaderBytes + n * 4));
+  if (!plausible(cfg))
+    throw input_error(in.name() + " has an impossible model shape in its header");
+  const CheckedSize bytes = CheckedSize(kHeaderBytes) + llmc_param_count(cfg) * sizeof(float);
+  if (bytes.overflowed() || bytes.value() != in.size()) {
+    throw input_error(
+        in.name() + " has " + std::to_string(in.size()) + " bytes, its header implies " +
+        (bytes.overflowed() ? std::string("more than 2^64") : std::to_string(bytes.value())));
   }
   return cfg;
 }
 
+bool same_shape(const ModelConfig& a, const ModelConfig& b) {
+  return a.layers == b.layers && a.heads == b.heads && a.channels == b.channels &&
+         a.max_seq == b.max_seq && a.vocab == b.vocab && a.padded_vocab == b.padded_vocab;
+}
+
+}  // namespace
+
+ModelConfig read_llmc_config(const std::string& path) {
+  InputFile in(path, "checkpoint");
+  return read_header(in);
+}
+
 void load_llmc_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout,
                        float* w) {
-  std::ifstream in(path, std::ios::binary);
-  in.seekg(kHeaderBytes);
+  InputFile in(path, "checkpoint");
+  // The file is read again: it must still be the checkpoint whose header gave `cfg`.
+  if (!same_shape(read_header(in), cfg)) {
+    throw input_error(in.name() + " no longer matches the model shape read from its header");
+  }
+  uint64_t offset = kHeaderBytes;
   auto read_into = [&](const std::string& name) {
     const ParamTensor& t = layout.get(name);
     float* dst = w + t.offset;
-    if (!in.read(reinterpret_cast<char*>(dst), std::streamsize(t.numel * sizeof(float)))) {
-      throw input_error("checkpoint " + path + " ended early while reading " + name);
-    }
+    in.read_at(offset, dst, t.numel * sizeof(float), name);
+    offset += t.numel * sizeof(float);
     for (size_t i = 0; i < t.numel; ++i) {
       if (!std::isfinite(dst[i])) {
-        throw input_error("checkpoint " + path + " has a non-finite weight in " + name +
-                          " (element " + std::to_string(i) + ")");
+        throw input_error(in.name() + " has a non-finite weight in " + name + " (element " +
+                          std::to_string(i) + ")");
       }
     }
   };

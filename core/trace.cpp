@@ -5,10 +5,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <tuple>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace reftrain {
 
@@ -27,7 +29,7 @@ TraceWriter::TraceWriter(const std::string& path, const std::vector<Json>& head)
   if (!head.empty()) {
     AtomicFileWriter out(path);
     for (const Json& line : head) {
-      const std::string s = line.dump() + "\n";
+      const std::string s = json_text(line) + "\n";
       out.write(s.data(), s.size());
     }
     out.commit();
@@ -42,7 +44,9 @@ TraceWriter::~TraceWriter() {
 
 void TraceWriter::write(const Json& line) {
   if (!f_) return;
-  const std::string s = line.dump() + "\n";
+  // JSON text is UTF-8; a value that is not (a file name in another encoding) gets U+FFFD in
+  // place of its bad bytes instead of a type_error that would end the run.
+  const std::string s = json_text(line) + "\n";
   if (std::fwrite(s.data(), 1, s.size(), f_) != s.size() || std::fflush(f_) != 0) {
     throw input_error("writing trace file " + path_ + " failed (disk full?)");
   }
@@ -69,8 +73,8 @@ std::string bad_record(const Json& j, const char* value_key, long long last) {
 }  // namespace
 
 Trace read_trace(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw input_error("cannot open trace " + path);
+  InputFile file(path, "trace");
+  std::istringstream in(file.read_all());
   Trace t;
   t.path = path;
   std::string text;
@@ -98,7 +102,6 @@ Trace read_trace(const std::string& path) {
     (step ? last_step : last_val) = j.at("step").get<long long>();
     (step ? t.steps : t.vals).push_back(std::move(j));
   }
-  if (in.bad()) throw input_error("reading trace " + path + " failed");
   if (t.run.is_null()) throw input_error(path + ": empty trace (no run line)");
   return t;
 }

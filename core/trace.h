@@ -18,6 +18,12 @@ using Json = nlohmann::ordered_json;  // keys stay in the order written: "type" 
 // 0.8999999761581421), so traces are both readable and bit-exact.
 double json_float(float x);
 
+// JSON text as reftrain writes it to files. JSON is UTF-8; a string that is not (a file name in
+// another encoding) gets U+FFFD in place of its bad bytes instead of a type_error ending the run.
+inline std::string json_text(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
 class TraceWriter {
  public:
   TraceWriter() = default;

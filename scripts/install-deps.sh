@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake
+  clang-16 libclang-rt-16-dev libomp-16-dev llvm
   libeigen3-dev libxsimd-dev libcli11-dev nlohmann-json3-dev
   libomp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev  # bench/bench_matmul's peer only: reftrain itself links no BLAS

@@ -138,22 +138,6 @@ inline std::vector<std::string> files_in(const std::string& dir) {
   return names;
 }
 
-// llm.c's 256-int32 little-endian header followed by `tail`.
-inline std::string llmc_header(const std::vector<int32_t>& values, const std::string& tail = "") {
-  std::string h(256 * 4, '\0');
-  for (size_t i = 0; i < values.size(); ++i) {
-    const uint32_t v = uint32_t(values[i]);
-    for (int b = 0; b < 4; ++b) h[4 * i + b] = char((v >> (8 * b)) & 0xff);
-  }
-  return h + tail;
-}
-
-inline std::string uint16_le(const std::vector<uint16_t>& tokens) {
-  std::string s;
-  for (uint16_t t : tokens) s += char(t & 0xff), s += char(t >> 8);
-  return s;
-}
-
 // `reftrain ARGS` started in the background through /bin/sh (which execs it, so the pid is
 // reftrain's), stdout and stderr to files; optionally with an environment prefix and a
 // file-size limit (RLIMIT_FSIZE, bytes).

@@ -291,10 +291,9 @@ TEST_F(CliTest, MatmulVariantsGiveIdenticalTraces) {
     SCOPED_TRACE(run);
     auto trace_of = [&](const std::string& matmul, int threads) {
       const std::string t = dir_.file(matmul + std::to_string(threads) + ".jsonl");
-      const CommandResult r =
-          run_reftrain("train " + std::string(run) + " --steps 12 --matmul " + matmul +
-                       " --threads " + std::to_string(threads) + " --data " + text_ +
-                       " --trace " + t);
+      const CommandResult r = run_reftrain("train " + std::string(run) + " --steps 12 --matmul " +
+                                           matmul + " --threads " + std::to_string(threads) +
+                                           " --data " + text_ + " --trace " + t);
       EXPECT_EQ(r.exit_code, 0) << r.output;
       std::vector<json> lines = trace_without_ms(t);
       EXPECT_EQ(lines.at(0)["train"]["matmul"], matmul);
@@ -514,6 +513,20 @@ TEST_F(CliTest, TraceRecordsArchitectureAndRope) {
   EXPECT_EQ(g["train"]["precision"], "fp32");
   EXPECT_EQ(g["optimizer"]["name"], "adamw");
   EXPECT_EQ(g["train"]["matmul"], "blocked");
+}
+
+// A file name that is not UTF-8 (Latin-1 \xe9 here) cannot go into JSON as is: the trace holds
+// U+FFFD in its place, and the run neither crashes (it did: an uncaught json type_error) nor
+// stops.
+TEST_F(CliTest, NonUtf8FileNameInTraceIsReplaced) {
+  const std::string data = dir_.file("caf\xe9.txt"), trace = dir_.file("t.jsonl");
+  write_file(data, learnable_text());
+  const SplitResult r =
+      run_split("train --preset tiny --steps 1 --data '" + data + "' --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<json> lines = read_trace(trace);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0]["data"]["source"], dir_.file("caf\xef\xbf\xbd.txt"));
 }
 
 TEST_F(CliTest, TraceFormat) {

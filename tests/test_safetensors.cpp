@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -82,6 +83,16 @@ TEST(Safetensors, RoundTripsEveryDtype) {
   EXPECT_THROW(g.get("w.f32").as<int32_t>(), std::invalid_argument);
 }
 
+// JSON is UTF-8: a metadata value that is not (a Latin-1 file name) is written with U+FFFD in
+// place of the bad byte, where dump() used to throw and end the program.
+TEST(Safetensors, NonUtf8MetadataIsWrittenAsReplacementCharacter) {
+  TempDir dir;
+  SafetensorsFile f;
+  f.metadata["data"] = "caf\xe9.txt";
+  write_safetensors(dir.file("a.safetensors"), f);
+  EXPECT_EQ(read_safetensors(dir.file("a.safetensors")).metadata.at("data"), "caf\xef\xbf\xbd.txt");
+}
+
 TEST(Safetensors, HeaderIsStandardJsonAndDataIsAligned) {
   TempDir dir;
   write_safetensors(dir.file("a.safetensors"), sample_file());
@@ -157,8 +168,8 @@ TEST(Safetensors, OffsetsOutsideDataAreRejected) {
       R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})",    // straddles the end
       R"({"x":{"dtype":"F32","shape":[0],"data_offsets":[17,17]}})",    // begins past the end
       R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})",      // begin > end
-      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})",     // negative
       R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4294967300]}})",
+      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[18446744073709551612,0]}})",
   };
   for (const char* header : bad) {
     write_file(path, raw_file(header, data));
@@ -166,32 +177,165 @@ TEST(Safetensors, OffsetsOutsideDataAreRejected) {
     EXPECT_NE(msg.find("outside"), std::string::npos) << header << ": " << msg;
     EXPECT_NE(msg.find("'x'"), std::string::npos) << header << ": " << msg;
   }
-  // The control: the last four bytes are a valid tensor.
-  write_file(path, raw_file(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})", data));
-  EXPECT_EQ(read_safetensors(path).get("x").bytes.size(), 4u);
+  // The control: all sixteen bytes are one valid tensor.
+  write_file(path, raw_file(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data));
+  EXPECT_EQ(read_safetensors(path).get("x").bytes.size(), 16u);
+}
+
+// The tensors must tile the data section: no gap, no overlap, nothing after the last one (as
+// the reference implementation requires). Otherwise a small file could list the same bytes
+// under many names and make the reader allocate many times its size.
+TEST(Safetensors, TensorsMustTileTheData) {
+  TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  const std::string data(16, 'x');
+  const struct {
+    const char* header;
+    const char* problem;
+  } bad[] = {
+      {R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[4,16]}})", "4 bytes of the data"},
+      {R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})", "last 4 bytes"},
+      {R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+       R"("b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})",
+       "before tensor 'b'"},
+      {R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+       R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+       "tensor 'b' [8,16) overlaps tensor 'a' [0,16)"},
+      {R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+       R"("b":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+       "overlaps"},
+  };
+  for (const auto& c : bad) {
+    write_file(path, raw_file(c.header, data));
+    const std::string msg = user_error_of([&] { read_safetensors(path); });
+    EXPECT_NE(msg.find(path), std::string::npos) << c.header << ": " << msg;
+    EXPECT_NE(msg.find(c.problem), std::string::npos) << c.header << ": " << msg;
+  }
+  // 10000 names for the same 4 KB: refused before any tensor is read.
+  std::string header = "{";
+  for (int i = 0; i < 10000; ++i) {
+    header += (i ? ",\"t" : "\"t") + std::to_string(i) +
+              R"(":{"dtype":"U8","shape":[4096],"data_offsets":[0,4096]})";
+  }
+  write_file(path, raw_file(header + "}", std::string(4096, 'x')));
+  EXPECT_NE(user_error_of([&] { read_safetensors(path); }).find("overlaps"), std::string::npos);
+  // Empty tensors may sit anywhere in the order, even at the very end; two halves tile.
+  write_file(path, raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+                            R"("e":{"dtype":"F32","shape":[0],"data_offsets":[16,16]},)"
+                            R"("z":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},)"
+                            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                            data));
+  EXPECT_EQ(read_safetensors(path).tensors.size(), 4u);
 }
 
 TEST(Safetensors, InconsistentEntriesAreRejected) {
   TempDir dir;
   const std::string path = dir.file("a.safetensors");
-  const std::string data(64, '\0');
-  const char* bad[] = {
-      R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",   // size != shape
-      R"({"x":{"dtype":"BF17","shape":[2],"data_offsets":[0,4]}})",  // unknown dtype
-      R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",  // negative dimension
-      R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,4]}})",
-      R"({"x":{"dtype":"F32","shape":[1]}})",  // no offsets
-      R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0]}})",
-      R"({"x":7})",
-      R"({"x":{"dtype":4,"shape":[1],"data_offsets":[0,4]}})",
-      R"({"__metadata__":{"a":1}})",  // metadata not str -> str
-      R"({"x":{"dtype":"F32",)",      // broken JSON
-      R"([1,2,3])",                   // not an object
+  const std::string data(8, '\0');
+  const struct {
+    const char* header;
+    const char* problem;
+  } bad[] = {
+      {R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", "does not match shape [3]"},
+      {R"({"x":{"dtype":"BF17","shape":[2],"data_offsets":[0,8]}})", "unknown dtype 'BF17'"},
+      {R"({"x":{"dtype":4,"shape":[2],"data_offsets":[0,8]}})", "unknown dtype '4'"},
+      {R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", "not a non-negative integer"},
+      // Numbers that are not integers: once truncated (2.5 -> 2) or converted with undefined
+      // behaviour (1e300 does not fit any integer type).
+      {R"({"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", "not a non-negative"},
+      {R"({"x":{"dtype":"F32","shape":[1e300],"data_offsets":[0,8]}})", "not a non-negative"},
+      {R"({"x":{"dtype":"F32","shape":[true],"data_offsets":[0,8]}})", "not a non-negative"},
+      {R"({"x":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", "not a non-negative"},
+      {R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0.0,8.0]}})", "not a non-negative"},
+      {R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[-0,8]}})", "not a non-negative"},
+      {R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,1e30]}})", "not a non-negative"},
+      {R"({"x":{"dtype":"F32","shape":2,"data_offsets":[0,8]}})", "shape is not an array"},
+      {R"({"x":{"dtype":"F32","shape":{"a":2},"data_offsets":[0,8]}})", "shape is not an array"},
+      // Products that wrap around 2^64 (to 0 and to 8) must not pass for the 8 bytes present.
+      {R"({"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})",
+       "does not match shape"},
+      {R"({"x":{"dtype":"U8","shape":[4,4611686018427387906],"data_offsets":[0,8]}})",
+       "does not match shape"},
+      {R"({"x":{"dtype":"U8","shape":[9223372036854775808],"data_offsets":[0,8]}})",
+       "dimension overflows"},
+      {R"({"x":{"dtype":"F32","shape":[1]}})", "needs dtype, shape and data_offsets"},
+      {R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", "needs 2 values"},
+      {R"({"x":{"dtype":"F32","shape":[2],"data_offsets":{"a":0,"b":8}}})", "needs 2 values"},
+      {R"({"x":7})", "needs dtype"},
+      {R"({"__metadata__":{"a":1}})", "__metadata__ must map names to strings"},
+      {R"({"__metadata__":"a"})", "__metadata__ must map names to strings"},
+      {R"({"x":{"dtype":"F32",)", "not JSON"},
+      {R"([1,2,3])", "not a JSON object"},
+      {"{\"x\":{\"dtype\":\"F32\xff\"}}", "not JSON"},  // not UTF-8
   };
-  for (const char* header : bad) {
-    write_file(path, raw_file(header, data));
-    EXPECT_NE(user_error_of([&] { read_safetensors(path); }), "") << header;
+  for (const auto& c : bad) {
+    write_file(path, raw_file(c.header, data));
+    const std::string msg = user_error_of([&] { read_safetensors(path); });
+    EXPECT_NE(msg.find(c.problem), std::string::npos) << c.header << ": " << msg;
+    EXPECT_NE(msg.find(path), std::string::npos) << c.header << ": " << msg;
   }
+}
+
+TEST(Safetensors, NamesFromTheFileAreQuotedOnOneLine) {
+  TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  write_file(path, raw_file(R"({"evil\nname":{"dtype":"F\r32","shape":[1],"data_offsets":[0,4]}})",
+                            std::string(4, '\0')));
+  std::string msg = user_error_of([&] { read_safetensors(path); });
+  EXPECT_NE(msg.find(R"(bad entry 'evil\x0aname': unknown dtype 'F\x0d32')"), std::string::npos)
+      << msg;
+  const std::string long_name(100000, 'n');
+  write_file(path,
+             raw_file("{\"" + long_name + R"(":{"dtype":"X","shape":[1],"data_offsets":[0,4]}})",
+                      std::string(4, '\0')));
+  msg = user_error_of([&] { read_safetensors(path); });
+  EXPECT_NE(msg.find("bad entry 'nnnn"), std::string::npos) << msg.substr(0, 200);
+  EXPECT_NE(msg.find("n'...: unknown dtype 'X'"), std::string::npos) << msg.substr(0, 200);
+  EXPECT_LT(msg.size(), 300u + path.size());
+}
+
+TEST(Safetensors, HeaderOverTheLimitIsRejected) {
+  TempDir dir;
+  const std::string path = dir.file("big.safetensors");
+  // A sparse file just long enough for a 16 MiB + 1 header: the length is refused before the
+  // header is read or allocated.
+  const uint64_t len = (16 << 20) + 1;
+  write_file(path, le64(len));
+  std::filesystem::resize_file(path, 8 + len);
+  const std::string msg = user_error_of([&] { read_safetensors(path); });
+  EXPECT_NE(msg.find("over reftrain's limit of 16 MiB"), std::string::npos) << msg;
+}
+
+// Parsing builds a container per level of nesting (about 40 bytes of memory per byte of
+// "[[[["), so a header nested deeper than the format's three levels is refused before parsing.
+TEST(Safetensors, DeeplyNestedHeaderIsRejected) {
+  TempDir dir;
+  const std::string path = dir.file("a.safetensors");
+  const std::string ok = R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})";
+  write_file(path, raw_file(ok, "a"));
+  EXPECT_EQ(read_safetensors(path).tensors.size(), 1u);  // three levels: the control
+  const std::string too_deep[] = {
+      R"({"x":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}})",
+      std::string(1 << 20, '[') + std::string(1 << 20, ']'),
+  };
+  for (const std::string& header : too_deep) {
+    write_file(path, raw_file(header, "a"));
+    const std::string msg = user_error_of([&] { read_safetensors(path); });
+    EXPECT_NE(msg.find("nested deeper than 3 levels"), std::string::npos) << msg;
+  }
+  // Brackets inside strings, escaped quotes included, do not count.
+  write_file(path, raw_file(R"({"x[[[\"{{{":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},)"
+                            R"("__metadata__":{"k":"]]]\\[[[[[["}})",
+                            "a"));
+  EXPECT_EQ(read_safetensors(path).metadata.at("k"), "]]]\\[[[[[[");
+}
+
+TEST(Safetensors, DirectoryOrDeviceIsRejected) {
+  TempDir dir;
+  EXPECT_NE(user_error_of([&] { read_safetensors(dir.file("")); }).find("is a directory"),
+            std::string::npos);
+  EXPECT_NE(user_error_of([&] { read_safetensors("/dev/zero"); }).find("not a regular file"),
+            std::string::npos);
 }
 
 TEST(Safetensors, MissingFileIsRejected) {

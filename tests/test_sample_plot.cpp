@@ -295,7 +295,7 @@ TEST_F(PlotTest, TrainWritesItsPlotAtTheEnd) {
 
 TEST_F(PlotTest, BadInput) {
   expect_user_error("plot " + dir_.file("none.jsonl") + " --out " + dir_.file("x.svg"), 1,
-                    "cannot open trace");
+                    "trace " + dir_.file("none.jsonl") + " does not exist");
   const std::string a = trace("a", "");
   expect_user_error("plot " + a, 2, "--out is required");
   expect_user_error("plot --out " + dir_.file("x.svg"), 2, "traces is required");

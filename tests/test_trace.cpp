@@ -76,7 +76,9 @@ TEST(Trace, MalformedFilesAreInputErrorsNamingTheLine) {
     const std::string err = user_error_of([&] { read_trace(path); });
     EXPECT_NE(err.find(c.expect), std::string::npos) << c.lines << " -> " << err;
   }
-  EXPECT_NE(user_error_of([&] { read_trace(dir.file("missing.jsonl")); }).find("cannot open"),
+  EXPECT_EQ(user_error_of([&] { read_trace(dir.file("missing.jsonl")); }),
+            "trace " + dir.file("missing.jsonl") + " does not exist");
+  EXPECT_NE(user_error_of([&] { read_trace("/dev/zero"); }).find("not a regular file"),
             std::string::npos);
 }
 

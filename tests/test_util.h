@@ -77,6 +77,23 @@ inline std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
+// llm.c's 256-int32 little-endian header followed by `tail`.
+inline std::string llmc_header(const std::vector<int32_t>& values, const std::string& tail = "") {
+  std::string h(256 * 4, '\0');
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint32_t v = uint32_t(values[i]);
+    for (int b = 0; b < 4; ++b) h[4 * i + b] = char((v >> (8 * b)) & 0xff);
+  }
+  return h + tail;
+}
+
+// Tokens as llm.c stores them: little-endian uint16.
+inline std::string uint16_le(const std::vector<uint16_t>& tokens) {
+  std::string s;
+  for (uint16_t t : tokens) s += char(t & 0xff), s += char(t >> 8);
+  return s;
+}
+
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 // Unit roundoff of float: one rounding errs by at most u relative to its result.
