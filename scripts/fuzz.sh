@@ -2,7 +2,7 @@
 # The libFuzzer targets (fuzz/): build them with clang in BUILD_DIR, or run one.
 #   scripts/fuzz.sh build BUILD_DIR
 #   scripts/fuzz.sh run BUILD_DIR TARGET SECONDS [libFuzzer flags...]
-# TARGET is safetensors, llmc_checkpoint, llmc_tokens or trace_jsonl. A run reads the committed
+# TARGET is safetensors, checkpoint, llmc_checkpoint, llmc_tokens or trace_jsonl. A run reads the
 # seed corpus fuzz/corpus/TARGET and writes what it finds to BUILD_DIR/corpus/TARGET, so the
 # repository is never modified; a crashing input is saved under BUILD_DIR/artifacts/. It fails
 # on a crash, a sanitizer report, an input slower than 10 s, or a malloc over 256 MB (the seed
