@@ -52,6 +52,12 @@ class FaultTest : public LearnableTextTest {
     return trace;
   }
   // Resumes `from` to the end, continuing `trace`, and compares with the straight run.
+  // Steps 1-4 of a 12-step run that saves every 4 steps; the checkpoint of step 4 is in `out`.
+  void first_four_of_twelve(const std::string& out, const std::string& trace) {
+    const std::string args = " --stop-after 4 --save-every 4 --out " + out + " --trace " + trace;
+    ASSERT_EQ(run_reftrain(run(12) + args).exit_code, 0);
+  }
+
   void expect_resumes_exactly(const std::string& from, const std::string& trace,
                               const std::string& reference, const std::string& extra = "") {
     const CommandResult r = run_reftrain("train --resume " + from + " --trace " + trace + extra);
@@ -105,10 +111,7 @@ TEST_F(FaultTest, UnwritableOutDirectory) {
 TEST_F(FaultTest, DiskFullFileSizeLimit) {
   const std::string reference = straight(12);
   const std::string out = dir_.file("ckpt"), trace = dir_.file("t.jsonl");
-  ASSERT_EQ(
-      run_reftrain(run(12) + " --stop-after 4 --save-every 4 --out " + out + " --trace " + trace)
-          .exit_code,
-      0);
+  ASSERT_NO_FATAL_FAILURE(first_four_of_twelve(out, trace));
   const std::string err = dir_.file("err");
   Background limited("train --resume " + out + " --trace " + trace, dir_.file("out"), err, "",
                      200 * 1000);
@@ -156,10 +159,7 @@ TEST_F(FaultTest, DiskFullTmpfs) {
 TEST_F(FaultTest, KilledBetweenWriteAndRename) {
   const std::string reference = straight(12);
   const std::string out = dir_.file("ckpt"), trace = dir_.file("t.jsonl");
-  ASSERT_EQ(
-      run_reftrain(run(12) + " --stop-after 4 --save-every 4 --out " + out + " --trace " + trace)
-          .exit_code,
-      0);
+  ASSERT_NO_FATAL_FAILURE(first_four_of_twelve(out, trace));
   const std::string err = dir_.file("err");
   Background paused("train --resume " + out + " --trace " + trace, dir_.file("out"), err,
                     "env REFTRAIN_DEBUG_SAVE_PAUSE=600");
