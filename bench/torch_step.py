@@ -12,7 +12,8 @@ alone when the trace's clip is 0: reftrain computes it either way) + torch.optim
 decay on the matrices and embeddings, as reftrain) + zero_grad. AdamW is PyTorch's fastest CPU
 implementation it offers: fused=True where the installed version has a fused CPU kernel
 (PyTorch >= 2.4), else foreach=True (`--adamw` picks one). Prints one JSON line with the median
-ms of steps 2..N (step 1 warms up) and what ran: torch version, BLAS library loaded, AdamW.
+ms of steps 2..N (step 1 warms up), every step's ms, and what ran: torch version, BLAS
+library loaded, AdamW.
 
 Threads: torch.set_num_threads(N) and OMP_NUM_THREADS=N, set before torch is loaded (the
 script re-executes itself once with the environment it needs).
@@ -189,7 +190,8 @@ def time_steps(a):
         times.append((time.perf_counter() - t0) * 1000.0)
     return {"torch": torch.__version__, "mode": a.mode, "threads": a.threads, "arch": cfg["arch"],
             "batch": B, "seq": T, "adamw": adamw, "blas_info": blas_info(torch), "blas": blas, "steps": a.steps,
-            "median_ms": statistics.median(times[1:]), "loss": loss.item()}
+            "median_ms": statistics.median(times[1:]), "ms": [round(t, 3) for t in times],
+            "loss": loss.item()}
 
 
 def main():
