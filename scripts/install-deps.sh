@@ -6,9 +6,11 @@ set -euo pipefail
 
 packages=(
   build-essential cmake
+  # clang 16 and its OpenMP build the libFuzzer targets (gcc builds everything else, with its
+  # own libgomp). Not libomp-dev: it is clang 14's and conflicts with libomp-16-dev.
   clang-16 libclang-rt-16-dev libomp-16-dev llvm
   libeigen3-dev libxsimd-dev libcli11-dev nlohmann-json3-dev
-  libomp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev  # bench/bench_matmul's peer only: reftrain itself links no BLAS
   python3 python3-torch python3-numpy
   librsvg2-bin util-linux  # tests: rsvg-convert renders loss plots; unshare/mount, fault tests
