@@ -229,6 +229,12 @@ std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& t
                         "viewBox=\"0 0 %.0f %.0f\" ",
                         width, kHeight, width, kHeight) +
                     "font-family=\"sans-serif\" font-size=\"12\">\n" + canvas.axes(title);
+  // The legend lists the series that have points (a replay's trace may have no validation),
+  // run by run: train, then val.
+  std::vector<int> legend_row(2 * runs.size(), -1);
+  for (size_t k = 0, row = 0; k < legend_row.size(); ++k) {
+    if (!(k % 2 ? val[k / 2] : train[k / 2]).empty()) legend_row[k] = int(row++);
+  }
   // Every run's training line first, then the validation lines on top of them.
   for (const bool is_val : {false, true}) {
     for (size_t i = 0; i < runs.size(); ++i) {
@@ -238,7 +244,8 @@ std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& t
              (is_val ? "val" : "train") + "\" data-points=\"" + std::to_string(pts.size()) +
              "\">\n" + canvas.series(pts, color, is_val ? 2.2 : 1.2, is_val ? 1.0 : 0.6, is_val) +
              "</g>\n";
-      svg += legend_entry(int(2 * i + is_val), runs[i].label, color, is_val);
+      const int row = legend_row[2 * i + is_val];
+      if (row >= 0) svg += legend_entry(row, runs[i].label, color, is_val);
     }
   }
   return svg + "</svg>\n";

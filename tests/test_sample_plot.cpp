@@ -283,6 +283,30 @@ TEST_F(PlotTest, NullLossesBreakTheLine) {
   expect_renders(svg, dir_.file("gaps.png"));
 }
 
+// A trace without validation lines (a GPU replay's) gets no "val" legend entry; the other
+// run's entries follow its "train" entry without a gap.
+TEST_F(PlotTest, LegendListsOnlySeriesWithPoints) {
+  const std::string replay = dir_.file("replay.jsonl"), svg = dir_.file("replay.svg");
+  write_file(replay,
+             "{\"type\":\"run\"}\n{\"type\":\"step\",\"step\":1,\"loss\":5.5}\n"
+             "{\"type\":\"step\",\"step\":2,\"loss\":5.25}\n");
+  const std::string ours = trace("ours", "");
+  ASSERT_EQ(run_reftrain("plot " + replay + " " + ours + " --out " + svg).exit_code, 0);
+  const json plot = svg_series(svg);
+  EXPECT_TRUE(has_text(plot, "replay train"));
+  EXPECT_FALSE(has_text(plot, "replay val")) << plot["texts"].dump();
+  EXPECT_TRUE(has_text(plot, "ours train"));
+  EXPECT_TRUE(has_text(plot, "ours val"));
+  // Legend rows are 22 px apart, the first one's text at y 74: "ours train" is the second row.
+  const std::string text = read_file(svg);
+  const size_t at = text.find(">ours train<");
+  ASSERT_NE(at, std::string::npos);
+  const size_t begin = text.rfind("<text", at);
+  EXPECT_NE(text.substr(begin, at - begin).find("y=\"96\""), std::string::npos)
+      << text.substr(begin, 80);
+  expect_renders(svg, dir_.file("replay.png"));
+}
+
 TEST_F(PlotTest, TrainWritesItsPlotAtTheEnd) {
   const std::string svg = dir_.file("run.svg");
   trace("run", "--plot " + svg);
