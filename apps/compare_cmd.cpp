@@ -257,7 +257,7 @@ int run_compare(const CompareArgs& a) {
       throw input_error("compare a directory with a directory, a file with a file");
     }
     const Outcome o = dirs ? compare_dirs(a.a, a.b, a) : compare_files(a.a, a.b, a);
-    std::fputs(a.json ? (o.json.dump(1) + "\n").c_str() : o.text.c_str(), stdout);
+    std::fputs(a.json ? (json_text(o.json, 1) + "\n").c_str() : o.text.c_str(), stdout);
     return o.pass ? 0 : 1;
   } catch (const UserError& e) {
     std::fflush(stdout);

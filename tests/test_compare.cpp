@@ -155,6 +155,16 @@ TEST_F(CompareCli, PerturbationPastToleranceExitsOneAndNamesTheTensor) {
   EXPECT_EQ(j.at("rows").at(0).at("worst"), 3);
 }
 
+// A file name that is not UTF-8 goes into --json's "a"/"b" with U+FFFD for its bad byte; it
+// used to end the command with an uncaught json type_error (exit 134).
+TEST_F(CompareCli, NonUtf8FileNameInJsonIsReplaced) {
+  const std::string copy = dir_.file("caf\xe9.safetensors");
+  write(copy, values_);
+  EXPECT_EQ(compare(ref_ + " '" + copy + "' --json"), 0) << last_output_;
+  const Json j = Json::parse(last_output_);
+  EXPECT_EQ(j.at("b"), dir_.file("caf\xef\xbf\xbd.safetensors"));
+}
+
 TEST_F(CompareCli, UnreadableOrMismatchedInputExitsTwo) {
   const std::string data = testing::read_file(ref_);
   const std::string truncated = dir_.file("truncated.safetensors");
