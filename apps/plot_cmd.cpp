@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "apps/commands.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/plot.h"
 #include "core/trace.h"

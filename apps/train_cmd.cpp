@@ -15,6 +15,7 @@
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
+#include "core/atomic_file.h"
 #include "core/checkpoint.h"
 #include "core/config.h"
 #include "core/data.h"

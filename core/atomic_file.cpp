@@ -83,4 +83,10 @@ void AtomicFileWriter::commit(void (*before_rename)(const std::string&, const st
   if (sync_rc != 0) fail("cannot sync the directory of", sync_err);
 }
 
+void write_text_file(const std::string& path, const std::string& text) {
+  AtomicFileWriter out(path);
+  out.write(text.data(), text.size());
+  out.commit();
+}
+
 }  // namespace reftrain

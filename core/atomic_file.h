@@ -34,6 +34,10 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
+// Writes `text` to `path` through an AtomicFileWriter (an input error naming the file when it
+// cannot): plots, JSON files.
+void write_text_file(const std::string& path, const std::string& text);
+
 // The temporary name AtomicFileWriter uses for `path`: DIR/.NAME.tmp.
 std::string atomic_tmp_path(const std::string& path);
 

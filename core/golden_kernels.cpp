@@ -2,8 +2,8 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -371,9 +371,7 @@ void write_golden_kernels(const std::string& out_dir, const std::string& arch, u
        "(after)"},
       {"dims", dims},
       {"kernels", kernels}};
-  std::ofstream out(fs::path(out_dir) / "manifest.json", std::ios::binary | std::ios::trunc);
-  out << manifest.dump(1) << "\n";
-  if (!out) throw input_error(out_dir + "/manifest.json: write failed");
+  write_text_file((fs::path(out_dir) / "manifest.json").string(), json_text(manifest, 1) + "\n");
 }
 
 }  // namespace reftrain

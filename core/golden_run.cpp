@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/compare.h"
 #include "core/error.h"
 #include "core/model.h"
@@ -25,10 +25,7 @@ std::vector<int64_t> shape64(std::initializer_list<int64_t> s) {
 }
 
 void write_json(const std::string& path, const Json& j) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << json_text(j, 2) << "\n";
-  out.flush();
-  if (!out) throw input_error(path + ": write failed (disk full or not writable?)");
+  write_text_file(path, json_text(j, 2) + "\n");
 }
 
 // The kernels of one step in dispatch order, as a GPU backend runs them (seed 004's pipeline).

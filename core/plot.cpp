@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <limits>
 
-#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace reftrain {
@@ -253,12 +252,6 @@ std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& t
 
 std::string trace_label(const std::string& path) {
   return std::filesystem::path(path).stem().string();
-}
-
-void write_text_file(const std::string& path, const std::string& text) {
-  AtomicFileWriter out(path);
-  out.write(text.data(), text.size());
-  out.commit();
 }
 
 }  // namespace reftrain

@@ -23,7 +23,4 @@ std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& t
 // The legend name of a trace file: its file name without the directory and the extension.
 std::string trace_label(const std::string& path);
 
-// Writes `svg` to `path` atomically (an input error naming the file when it cannot).
-void write_text_file(const std::string& path, const std::string& text);
-
 }  // namespace reftrain
