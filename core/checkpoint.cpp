@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/atomic_file.h"
+#include "core/data.h"
 #include "core/error.h"
 #include "optim/adamw8bit.h"
 #include "optim/schedule.h"
@@ -169,12 +170,6 @@ TrainConfig parse_train(const Json& j) {
   return t;
 }
 
-std::string hash_text(uint64_t hash) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(hash));
-  return buf;
-}
-
 uint64_t parse_hash(const std::string& s) {
   const std::string prefix = "fnv1a64:";
   const bool ok = s.size() == prefix.size() + 16 && s.compare(0, prefix.size(), prefix) == 0 &&
@@ -300,7 +295,7 @@ std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json&
   md["data"] = json_text(Json{{"kind", m.data.kind},
                               {"source", m.data.source},
                               {"path", m.data.path},
-                              {"hash", hash_text(m.data.hash)},
+                              {"hash", data_hash_text(m.data.hash)},
                               {"next_batch", m.step}});
   md["checkpointing"] = json_text(Json{{"save_every", m.save_every}, {"keep", m.keep}});
   md["run"] = json_text(run);

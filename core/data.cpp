@@ -1,6 +1,7 @@
 #include "core/data.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -22,6 +23,12 @@ std::string decode_bytes(const std::vector<int32_t>& tokens) {
   std::string s;
   for (int32_t t : tokens) s += static_cast<char>(t & 0xff);
   return s;
+}
+
+std::string data_hash_text(uint64_t hash) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "fnv1a64:%016llx", static_cast<unsigned long long>(hash));
+  return buf;
 }
 
 namespace {

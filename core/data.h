@@ -31,6 +31,9 @@ Dataset load_fortunes(const std::string& dir = kFortunesDir);
 // llm.c's token file: int32 header[256] (magic 20240520, version 1, count), then uint16 tokens.
 Dataset load_llmc_tokens(const std::string& path);
 
+// Dataset::hash as traces and checkpoints write it: "fnv1a64:<16 lowercase hex digits>".
+std::string data_hash_text(uint64_t hash);
+
 // Input error naming the first token ≥ vocab and its position.
 void check_vocab(const Dataset& d, int vocab);
 

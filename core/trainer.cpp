@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 
 #include "core/error.h"
 #include "simd/simd.h"
@@ -94,8 +93,6 @@ Json describe_model(const ModelConfig& m, size_t params) {
 Json Trainer::describe(const std::string& preset, const std::string& init) const {
   const ModelConfig& m = model_->config();
   const TrainConfig& t = train_;
-  char hash[32];
-  std::snprintf(hash, sizeof hash, "fnv1a64:%016llx", static_cast<unsigned long long>(data_.hash));
   return {
       {"type", "run"},
       {"version", REFTRAIN_VERSION},
@@ -131,7 +128,7 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
       {"data",
        {{"kind", data_.kind},
         {"source", data_.source},
-        {"hash", hash},
+        {"hash", data_hash_text(data_.hash)},
         {"train_tokens", data_.train.size()},
         {"val_tokens", data_.val.size()},
         {"tokenizer", data_.kind == "text" ? "bytes" : "llm.c token ids"}}},
