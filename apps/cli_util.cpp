@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace reftrain {
 

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "apps/commands.h"
-#include "core/compare.h"
-#include "core/error.h"
-#include "core/safetensors.h"
-#include "core/trace.h"
+#include "core/golden/compare.h"
+#include "core/base/error.h"
+#include "core/formats/safetensors.h"
+#include "core/formats/trace.h"
 
 namespace reftrain {
 

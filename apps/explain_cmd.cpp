@@ -5,7 +5,7 @@
 
 #include "apps/commands.h"
 #include "apps/explain/explain.h"
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace reftrain {
 

@@ -7,11 +7,11 @@
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
-#include "core/config.h"
-#include "core/data.h"
-#include "core/error.h"
-#include "core/golden_kernels.h"
-#include "core/golden_run.h"
+#include "core/train/config.h"
+#include "core/train/data.h"
+#include "core/base/error.h"
+#include "core/golden/golden_kernels.h"
+#include "core/golden/golden_run.h"
 
 namespace reftrain {
 
@@ -41,7 +41,7 @@ int run_golden_run(const GoldenRunArgs& a) {
   Dataset data = a.data.empty() ? load_fortunes() : load_text_file(a.data);
   write_golden_run(preset, train, std::move(data), a.out);
   std::printf("golden run: %s, %d steps, %s, %s -> %s\n", preset.name.c_str(), train.steps,
-              precision_name(train.precision), optimizer_name(train.optimizer), a.out.c_str());
+              enum_name(train.precision), enum_name(train.optimizer), a.out.c_str());
   return 0;
 }
 

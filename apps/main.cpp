@@ -8,7 +8,7 @@
 #include <string>
 
 #include "apps/commands.h"
-#include "core/error.h"
+#include "core/base/error.h"
 
 int main(int argc, char** argv) {
   using namespace reftrain;

@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "apps/commands.h"
-#include "core/atomic_file.h"
-#include "core/error.h"
-#include "core/plot.h"
-#include "core/trace.h"
+#include "core/formats/atomic_file.h"
+#include "core/base/error.h"
+#include "apps/plot.h"
+#include "core/formats/trace.h"
 
 namespace reftrain {
 

@@ -2,9 +2,9 @@
 #include <cstdio>
 
 #include "apps/commands.h"
-#include "core/config.h"
-#include "core/model.h"
-#include "core/trainer.h"
+#include "core/train/config.h"
+#include "core/model/model.h"
+#include "core/train/trainer.h"
 
 namespace reftrain {
 
@@ -18,11 +18,13 @@ CommandRunner add_presets_command(CLI::App&) {
       const ModelConfig& m = p.model;
       const int F = m.arch == Arch::kLlama ? m.ffn : 4 * m.channels;
       std::printf("%-12s %-5s %3d %3d %4d %5d %5d %5d %3d %4d %7.2fM ", p.name.c_str(),
-                  arch_name(m.arch), m.layers, m.heads, m.channels, F, m.max_seq, m.vocab,
+                  enum_name(m.arch), m.layers, m.heads, m.channels, F, m.max_seq, m.vocab,
                   p.train.batch, p.train.seq, double(param_layout(m).num_params()) / 1e6);
       for (Optimizer o : {Optimizer::kAdamW, Optimizer::kAdamW8bit}) {
         for (Precision prec : precisions) {
-          const MemoryEstimate e = estimate_memory(m, p.train.batch, p.train.seq, prec, o);
+          TrainConfig t = p.train;
+          t.precision = prec, t.optimizer = o;
+          const MemoryEstimate e = estimate_memory(m, t);
           std::printf(" %9.1f", double(e.total()) / (1 << 20));
         }
       }

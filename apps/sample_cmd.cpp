@@ -8,10 +8,10 @@
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
-#include "core/checkpoint.h"
-#include "core/data.h"
-#include "core/error.h"
-#include "core/sample.h"
+#include "core/train/checkpoint.h"
+#include "core/train/data.h"
+#include "core/base/error.h"
+#include "core/train/sample.h"
 
 namespace reftrain {
 
@@ -50,8 +50,9 @@ int run_sample(const SampleArgs& a) {
   SampleOptions options = a.options;
   options.seed = a.seed_given->count() > 0 ? parse_seed(a.seed) : c.meta.train.seed;
   const TrainConfig& t = c.meta.train;
-  std::unique_ptr<Model> model =
-      make_model(c.meta.model, 1, t.seq, t.precision, t.z_loss, t.attention, t.matmul);
+  ModelOptions one_row = model_options(t);
+  one_row.batch = 1;
+  std::unique_ptr<Model> model = make_model(c.meta.model, one_row);
   restore_model(c, *model);
   c.file.tensors.clear();  // the model holds the weights now
   if (bytes) {

@@ -15,16 +15,16 @@
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
-#include "core/atomic_file.h"
-#include "core/checkpoint.h"
-#include "core/config.h"
-#include "core/data.h"
-#include "core/error.h"
-#include "core/llmc.h"
-#include "core/memory.h"
-#include "core/plot.h"
-#include "core/trace.h"
-#include "core/trainer.h"
+#include "core/formats/atomic_file.h"
+#include "core/train/checkpoint.h"
+#include "core/train/config.h"
+#include "core/train/data.h"
+#include "core/base/error.h"
+#include "core/formats/llmc.h"
+#include "core/base/memory.h"
+#include "apps/plot.h"
+#include "core/formats/trace.h"
+#include "core/train/trainer.h"
 
 namespace reftrain {
 
@@ -72,7 +72,7 @@ TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
   }
   if (!a.schedule.empty())
     t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
-  if (!a.matmul.empty()) matmul_from_name(a.matmul, &t.matmul);
+  if (!a.matmul.empty()) enum_from_name(a.matmul, &t.matmul);
   return t;
 }
 
@@ -163,9 +163,9 @@ void print_banner(const std::string& preset, const ModelConfig& model, const Tra
   std::printf(
       "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d | %d steps | "
       "%d threads | matmul %s\n",
-      REFTRAIN_VERSION, preset.c_str(), arch_name(model.arch), model.layers, model.heads,
-      model.channels, trainer.model().layout().num_params() / 1e6, precision_name(train.precision),
-      train.batch, train.seq, train.steps, omp_get_max_threads(), matmul_name(train.matmul));
+      REFTRAIN_VERSION, preset.c_str(), enum_name(model.arch), model.layers, model.heads,
+      model.channels, trainer.model().layout().num_params() / 1e6, enum_name(train.precision),
+      train.batch, train.seq, train.steps, omp_get_max_threads(), enum_name(train.matmul));
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
 }
@@ -427,8 +427,8 @@ void write_plot(const TrainArgs& a, const RunPlan& p, const Trace& lines) {
   const std::string label = a.trace.empty() ? "run" : trace_label(a.trace);
   write_text_file(a.plot,
                   loss_plot_svg({{label, &lines}}, "loss of " + p.preset + " (" +
-                                                       precision_name(p.train.precision) + ", " +
-                                                       optimizer_name(p.train.optimizer) + ")"));
+                                                       enum_name(p.train.precision) + ", " +
+                                                       enum_name(p.train.optimizer) + ")"));
   std::printf("plot: %s\n", a.plot.c_str());
 }
 
@@ -483,8 +483,7 @@ int run_train(const TrainArgs& a) {
   }
   write_plot(a, p, log.lines);
   report_memory(trace, baseline,
-                estimate_memory(p.model, p.train.batch, p.train.seq, p.train.precision,
-                                p.train.optimizer, p.train.attention, p.train.matmul));
+                estimate_memory(p.model, p.train));
   return 0;
 }
 

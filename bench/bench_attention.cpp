@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "ops/attention.h"
-#include "ops/attention_fused.h"
+#include "ops/attention.h"
 
 namespace {
 
@@ -111,12 +111,12 @@ void materialised(benchmark::State& state, Buffers& b) {
 void fused(benchmark::State& state, Buffers& b, AttentionSplit split) {
   std::vector<float> lse(size_t(b.B) * kNH * b.T);
   auto step = [&] {
-    reftrain::attention_forward_fused(b.out.data(), lse.data(), b.qkv.data(), b.B, b.T, kC, kNH);
-    reftrain::attention_backward_fused(b.dqkv.data(), b.dout.data(), b.qkv.data(), b.out.data(),
+    reftrain::attention_forward_fast(b.out.data(), lse.data(), b.qkv.data(), b.B, b.T, kC, kNH);
+    reftrain::attention_backward_fast(b.dqkv.data(), b.dout.data(), b.qkv.data(), b.out.data(),
                                        lse.data(), b.B, b.T, kC, kNH, split);
   };
-  const size_t workspace = std::max(reftrain::attention_fused_workspace_bytes(b.T, kHs, false),
-                                    reftrain::attention_fused_workspace_bytes(b.T, kHs, true));
+  const size_t workspace = std::max(reftrain::attention_fast_workspace_bytes(b.T, kHs, false),
+                                    reftrain::attention_fast_workspace_bytes(b.T, kHs, true));
   run(state, b, double(lse.size()) * sizeof(float) + double(workspace) * omp_get_max_threads(),
       step);
 }

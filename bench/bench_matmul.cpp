@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "bench/fma_peak.h"
+#include "core/model/model_config.h"
 #include "ops/linear.h"
 #include "simd/simd.h"
 
@@ -185,7 +186,7 @@ void register_all(const std::vector<int>& counts) {
         for (MatmulKind k : kinds) {
           const bool small = 2.0 * sh.M * sh.K * sh.O <= 2.5e9;
           if (k == MatmulKind::kNaive && !small) continue;
-          auto* b = benchmark::RegisterBenchmark((reftrain::matmul_name(k) + tail).c_str(),
+          auto* b = benchmark::RegisterBenchmark((std::string(reftrain::enum_name(k)) + tail).c_str(),
                                                  BM_variant, k, p, sh.M, sh.K, sh.O, t);
           b->Unit(benchmark::kMillisecond)->UseRealTime();
           if (k == MatmulKind::kNaive) b->Iterations(1);

@@ -22,9 +22,9 @@
 #include <cstddef>
 #include <memory>
 
-#include "core/config.h"
-#include "core/model.h"
-#include "core/optimizer.h"
+#include "core/train/config.h"
+#include "core/model/model.h"
+#include "optim/optimizer.h"
 #include "ops/cast.h"
 #include "optim/adamw.h"
 
@@ -98,7 +98,7 @@ void BM_adamw_update(benchmark::State& s) {
   Buffers& x = buffers();
   int t = 1;
   for (auto _ : s) {
-    reftrain::adamw_update(x.w.get(), x.g.get(), x.m.get(), x.v.get(), kN, kStats, kHp, t++);
+    reftrain::adamw_update_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(), kN, kStats, kHp, t++);
     benchmark::ClobberMemory();
   }
   set_rate(s, 32);
@@ -108,7 +108,7 @@ void BM_adamw_update_ref(benchmark::State& s) {
   Buffers& x = buffers();
   int t = 1;
   for (auto _ : s) {
-    reftrain::adamw_update_ref(x.w.get(), x.g.get(), x.m.get(), x.v.get(), kN, kStats, kHp, t++);
+    reftrain::adamw_update(x.w.get(), x.g.get(), x.m.get(), x.v.get(), kN, kStats, kHp, t++);
     benchmark::ClobberMemory();
   }
   set_rate(s, 32);
@@ -118,7 +118,7 @@ void BM_adamw_update_f16(benchmark::State& s) {
   Buffers& x = buffers();
   int t = 1;
   for (auto _ : s) {
-    reftrain::adamw_update_f16(x.w.get(), x.g.get(), x.m.get(), x.v.get(), x.w16.get(), kN, kStats,
+    reftrain::adamw_update_f16_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(), x.w16.get(), kN, kStats,
                                kHp, t++);
     benchmark::ClobberMemory();
   }
@@ -129,8 +129,8 @@ void BM_adamw_update_then_cast(benchmark::State& s) {
   Buffers& x = buffers();
   int t = 1;
   for (auto _ : s) {
-    reftrain::adamw_update(x.w.get(), x.g.get(), x.m.get(), x.v.get(), kN, kStats, kHp, t++);
-    reftrain::cast_f32_to_f16(x.w16.get(), x.w.get(), kN);
+    reftrain::adamw_update_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(), kN, kStats, kHp, t++);
+    reftrain::cast_f32_to_f16_fast(x.w16.get(), x.w.get(), kN);
     benchmark::ClobberMemory();
   }
   set_rate(s, 38);
@@ -138,13 +138,13 @@ void BM_adamw_update_then_cast(benchmark::State& s) {
 
 void BM_reduce_norm_sq(benchmark::State& s) {
   Buffers& x = buffers();
-  for (auto _ : s) benchmark::DoNotOptimize(reftrain::reduce_norm_sq(x.g.get(), kN));
+  for (auto _ : s) benchmark::DoNotOptimize(reftrain::reduce_norm_sq_fast(x.g.get(), kN));
   set_rate(s, 4);
 }
 
 void BM_reduce_norm_sq_ref(benchmark::State& s) {
   Buffers& x = buffers();
-  for (auto _ : s) benchmark::DoNotOptimize(reftrain::reduce_norm_sq_ref(x.g.get(), kN));
+  for (auto _ : s) benchmark::DoNotOptimize(reftrain::reduce_norm_sq(x.g.get(), kN));
   set_rate(s, 4);
 }
 
@@ -154,13 +154,14 @@ void BM_reduce_norm_sq_ref(benchmark::State& s) {
 // 4 + 8 (w) + 8 (g) + 2 (m, v codes) + 2 (m, v codes written) = 24, scales aside.
 void optimizer_step_bench(benchmark::State& s, reftrain::Optimizer kind, double bytes) {
   const reftrain::ModelConfig cfg = reftrain::find_preset("gpt2-124m").model;
-  auto model = reftrain::make_model(cfg, 1, 1, reftrain::Precision::kFp32, 0.0f);
-  reftrain::OptimizerState opt(kind, model->layout());
+  auto model = reftrain::make_model(cfg, reftrain::ModelOptions{});
+  reftrain::OptimizerState opt(kind, model->layout().wd_end(), model->layout().total());
   reftrain::TrainConfig train = reftrain::find_preset("gpt2-124m").train;
   train.clip = 1.0f;
   int t = 1;
   for (auto _ : s) {
-    opt.step(*model, train, 1e-4f, t++);
+    const reftrain::AdamWHyper hp{1e-4f, train.beta1, train.beta2, train.eps, train.wd};
+    opt.step(model->weights(), model->grads(), model->mirror(), hp, train.clip, t++);
     benchmark::ClobberMemory();
   }
   s.counters["GB/s"] =

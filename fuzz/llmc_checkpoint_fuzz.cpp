@@ -5,10 +5,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/buffer.h"
-#include "core/error.h"
-#include "core/gpt2.h"
-#include "core/llmc.h"
+#include "simd/aligned_buffer.h"
+#include "core/base/error.h"
+#include "core/model/gpt2.h"
+#include "core/formats/llmc.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/trace.h"
+#include "core/base/error.h"
+#include "core/formats/trace.h"
 #include "fuzz/fuzz_input.h"
 
 namespace {

@@ -41,7 +41,7 @@ constexpr size_t kBlock = 4096;
 //   otherwise       subnormal: M = a / 2^-24 rounded. With the implicit bit, a = (2^23 + m)·
 //                   2^(e-150), so M = (2^23 + m) / 2^(126-e); 126 - e lies in 14..24. M = 1024
 //                   is the smallest normal's encoding, so that carry is right too.
-uint16_t f32_to_f16_bits_portable(float x) {
+uint16_t f32_to_f16_bits(float x) {
   const uint32_t u = bits_of(x);
   const uint16_t sign = uint16_t((u >> 16) & 0x8000);
   const uint32_t a = u & 0x7FFFFFFF;
@@ -57,7 +57,7 @@ uint16_t f32_to_f16_bits_portable(float x) {
 // Cases by E: 31 is Inf or NaN (NaN made quiet); 1..30 normal, rebias the exponent (E + 112)
 // and widen the mantissa; 0 with M ≠ 0 is subnormal, M·2^-24: normalise so M's leading bit
 // (at position p) becomes the implicit one, giving e = p - 24 + 127.
-float f16_bits_to_f32_portable(uint16_t h) {
+float f16_bits_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   const uint32_t E = (h >> 10) & 0x1F;
   const uint32_t M = h & 0x3FF;
@@ -70,21 +70,21 @@ float f16_bits_to_f32_portable(uint16_t h) {
   return float_of(sign | (e << 23) | ((M << (23 - p)) & 0x7FFFFF));
 }
 
-void cast_f32_to_f16_portable(f16* dst, const float* src, size_t n) {
+void cast_f32_to_f16(f16* dst, const float* src, size_t n) {
   const size_t nblocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; ++blk) {
     const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f16_of(f32_to_f16_bits_portable(src[i]));
+    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f16_of(f32_to_f16_bits(src[i]));
   }
 }
 
-void cast_f16_to_f32_portable(float* dst, const f16* src, size_t n) {
+void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
   const size_t nblocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; ++blk) {
     const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f16_bits_to_f32_portable(bits_of(src[i]));
+    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f16_bits_to_f32(bits_of(src[i]));
   }
 }
 
@@ -102,7 +102,7 @@ __m128i f32x8_to_f16x8(__m256 x) {
 
 }  // namespace
 
-void cast_f32_to_f16(f16* dst, const float* src, size_t n) {
+void cast_f32_to_f16_fast(f16* dst, const float* src, size_t n) {
   const size_t nblocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; ++blk) {
@@ -122,7 +122,7 @@ void cast_f32_to_f16(f16* dst, const float* src, size_t n) {
   }
 }
 
-void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
+void cast_f16_to_f32_fast(float* dst, const f16* src, size_t n) {
   const size_t nblocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; ++blk) {
@@ -144,11 +144,11 @@ void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
 
 #else  // no F16C: the portable path
 
-void cast_f32_to_f16(f16* dst, const float* src, size_t n) {
-  cast_f32_to_f16_portable(dst, src, n);
+void cast_f32_to_f16_fast(f16* dst, const float* src, size_t n) {
+  cast_f32_to_f16(dst, src, n);
 }
-void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
-  cast_f16_to_f32_portable(dst, src, n);
+void cast_f16_to_f32_fast(float* dst, const f16* src, size_t n) {
+  cast_f16_to_f32(dst, src, n);
 }
 
 #endif

@@ -14,9 +14,11 @@
 // (Metal returns a bound in practice, others pass the NaN through), so golden tensors for parity
 // tests must not contain NaN.
 //
-// Shapes: src/dst [n]. Parallel over blocks of elements; the F16C path (8 lanes, explicit clamp,
-// then _mm256_cvtps_ph with round-to-nearest-even) is used when the build has __F16C__, the
-// portable integer path otherwise. Tests hold the two bit-identical.
+// Shapes: src/dst [n]. The plain names are the reference: integer manipulation of the bit
+// patterns, one value at a time, on any CPU. The `_fast` arrays are parallel over blocks of
+// elements and use F16C (8 lanes, explicit clamp, then _mm256_cvtps_ph with round-to-nearest-
+// even) when the build has __F16C__, the reference's integer path otherwise. Tests hold the two
+// bit-identical.
 #pragma once
 
 #include <cstddef>
@@ -57,15 +59,15 @@ inline f16 f16_of(uint16_t u) {
 }
 
 // The reference, one value at a time, by integer manipulation of the bit patterns.
-uint16_t f32_to_f16_bits_portable(float x);
-float f16_bits_to_f32_portable(uint16_t h);
+uint16_t f32_to_f16_bits(float x);
+float f16_bits_to_f32(uint16_t h);
 
-// Arrays: F16C when available, else the portable path.
+// Arrays, the reference: f32_to_f16_bits / f16_bits_to_f32 on every element, in order.
 void cast_f32_to_f16(f16* dst, const float* src, size_t n);
 void cast_f16_to_f32(float* dst, const f16* src, size_t n);
 
-// Arrays, always the portable path (for tests comparing the two in one build).
-void cast_f32_to_f16_portable(f16* dst, const float* src, size_t n);
-void cast_f16_to_f32_portable(float* dst, const f16* src, size_t n);
+// Same as the reference except threaded and, where the build has F16C, 8 lanes per instruction.
+void cast_f32_to_f16_fast(f16* dst, const float* src, size_t n);
+void cast_f16_to_f32_fast(float* dst, const f16* src, size_t n);
 
 }  // namespace reftrain

@@ -17,23 +17,6 @@
 
 namespace reftrain {
 
-namespace {
-constexpr const char* kNames[] = {"naive", "tiled", "blocked", "eigen"};
-constexpr MatmulKind kKinds[] = {MatmulKind::kNaive, MatmulKind::kTiled, MatmulKind::kBlocked,
-                                 MatmulKind::kEigen};
-}  // namespace
-
-const char* matmul_name(MatmulKind kind) {
-  return kNames[int(kind)];
-}
-
-bool matmul_from_name(const std::string& name, MatmulKind* kind) {
-  for (MatmulKind k : kKinds) {
-    if (name == matmul_name(k)) return *kind = k, true;
-  }
-  return false;
-}
-
 // The workspace: one 64-byte-aligned allocation, zeroed (so its pages are resident from the
 // start and a run's peak memory does not grow in its first step).
 struct Matmul::Buffer {

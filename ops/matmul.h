@@ -32,9 +32,6 @@ namespace reftrain {
 
 enum class MatmulKind { kNaive, kTiled, kBlocked, kEigen };
 
-const char* matmul_name(MatmulKind kind);
-// The kind spelled `name` ("naive", "tiled", "blocked", "eigen"); false when unknown.
-bool matmul_from_name(const std::string& name, MatmulKind* kind);
 
 enum class Trans { kNo, kYes };
 

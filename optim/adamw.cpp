@@ -95,7 +95,7 @@ void adamw_simd(float* w, float* g, float* m, float* v, f16* w16, size_t n, cons
 
 // ----------------------------------------------------------------------------------------------
 
-double reduce_norm_sq_ref(const float* g, size_t n) {
+double reduce_norm_sq(const float* g, size_t n) {
   double partial[kNormChunks];
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < kNormChunks; ++c) {
@@ -116,7 +116,7 @@ double reduce_norm_sq_ref(const float* g, size_t n) {
 // Every g² is exact in both, so they differ only in the order of the additions: each term goes
 // through at most ⌈n/64⌉ + 80 double additions in either, and each result is within γ_k·Σg² of
 // the exact sum (k = ⌈n/64⌉ + 80, γ_k = k·2^-53 / (1 - k·2^-53)); they agree to 2·γ_k·Σg².
-double reduce_norm_sq(const float* g, size_t n) {
+double reduce_norm_sq_fast(const float* g, size_t n) {
   double partial[kNormChunks];
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < kNormChunks; ++c) {
@@ -133,26 +133,26 @@ GradStats finalize_grad_stats(double norm_sq, float max_norm) {
   return {grad_norm, clip};
 }
 
-void adamw_update_ref(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
+void adamw_update(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
                       const AdamWHyper& hp, int t) {
   const Coeffs c = make_coeffs(stats, hp, t);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) adamw_element(w, g, m, v, i, c);
 }
 
-void adamw_update(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
+void adamw_update_fast(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
                   const AdamWHyper& hp, int t) {
   adamw_simd<false>(w, g, m, v, nullptr, n, make_coeffs(stats, hp, t));
 }
 
-void adamw_update_f16_ref(float* w, float* g, float* m, float* v, f16* w16, size_t n,
+void adamw_update_f16(float* w, float* g, float* m, float* v, f16* w16, size_t n,
                           const GradStats& stats, const AdamWHyper& hp, int t) {
   const Coeffs c = make_coeffs(stats, hp, t);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) w16[i] = mirror_scalar(adamw_element(w, g, m, v, i, c));
 }
 
-void adamw_update_f16(float* w, float* g, float* m, float* v, f16* w16, size_t n,
+void adamw_update_f16_fast(float* w, float* g, float* m, float* v, f16* w16, size_t n,
                       const GradStats& stats, const AdamWHyper& hp, int t) {
   adamw_simd<true>(w, g, m, v, w16, n, make_coeffs(stats, hp, t));
 }

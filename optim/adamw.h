@@ -1,11 +1,12 @@
 // Global-norm clipping and AdamW over a range of the mega-buffers. GPU twin:
-// 12_optimizer.wgsl (reduce_norm_sq, finalize_grad_stats, adamw_update, adamw_update_f16);
-// seed 004 gives the formulas, DESIGN.md states them. A call on the wd range and one on the
-// no-wd range are the CPU twin of the two dispatches.
+// 12_optimizer.wgsl (reduce_norm_sq, finalize_grad_stats, adamw_update, adamw_update_f16),
+// whose formulas are written out below and in docs/kernels/12_optimizer.md. A call on the wd
+// range and one on the no-wd range are the CPU twin of the two dispatches.
 //
-// Each kernel has a scalar reference (`*_ref`, the teaching version and the oracle) and an xsimd
-// version (the plain name) that OpenMP splits over fixed blocks. The AdamW kernels do the same
-// IEEE operations in the same order in both (no FMA), so they agree bit for bit.
+// Each kernel has a scalar reference (the plain name: the teaching version, the oracle, and the
+// name of its fixture and GPU entry point) and a `_fast` version, the same except for xsimd
+// batches that OpenMP splits over fixed blocks. The AdamW kernels do the same IEEE operations in
+// the same order in both (no FMA), so they agree bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +32,8 @@ struct AdamWHyper {
 // each chunk and then the chunk sums are added in order in double precision, so the result is
 // identical for any thread count.
 double reduce_norm_sq(const float* g, size_t n);
-double reduce_norm_sq_ref(const float* g, size_t n);
+// Same as reduce_norm_sq except that the chunks run on OpenMP threads, 16 lanes at a time.
+double reduce_norm_sq_fast(const float* g, size_t n);
 
 // grad_norm = √norm_sq; clip = min(1, max_norm / max(grad_norm, 1e-6)), or 1 when max_norm is 0
 // (clipping off).
@@ -42,14 +44,17 @@ GradStats finalize_grad_stats(double norm_sq, float max_norm);
 //   m̂ = m / max(1-β1ᵗ, 1e-12);  v̂ = v / max(1-β2ᵗ, 1e-12);  w -= lr·(m̂/(√v̂+ε) + wd·w)
 void adamw_update(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
                   const AdamWHyper& hp, int t);
-void adamw_update_ref(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
-                      const AdamWHyper& hp, int t);
+// Same as adamw_update except xsimd batches split over OpenMP threads: bit-identical.
+void adamw_update_fast(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
+                       const AdamWHyper& hp, int t);
 
 // adamw_update, then in the same pass the fp16 forward mirror of the new weight:
 //   w16 = f16(clamp(w, ±65504)), round-to-nearest-even (ops/cast.h's cast_f32_to_f16).
 void adamw_update_f16(float* w, float* g, float* m, float* v, f16* w16, size_t n,
                       const GradStats& stats, const AdamWHyper& hp, int t);
-void adamw_update_f16_ref(float* w, float* g, float* m, float* v, f16* w16, size_t n,
-                          const GradStats& stats, const AdamWHyper& hp, int t);
+// Same as adamw_update_f16 except xsimd batches (F16C for the mirror) split over OpenMP threads:
+// bit-identical.
+void adamw_update_f16_fast(float* w, float* g, float* m, float* v, f16* w16, size_t n,
+                           const GradStats& stats, const AdamWHyper& hp, int t);
 
 }  // namespace reftrain

@@ -6,8 +6,9 @@
 // dequantizes a block, runs the fp32 AdamW formulas of adamw_update on it (same g', clip, bias
 // correction, decoupled wd, g = 0; the step uses the fresh fp32 m and v), and requantizes the
 // new m and v with fresh block scales, in one pass. Blocks are independent, so OpenMP splits
-// over them and the bytes do not depend on the thread count. adamw_8bit_update (xsimd) and
-// adamw_8bit_update_ref (scalar) do the same float operations in the same order: bit-identical.
+// over them and the bytes do not depend on the thread count. adamw_8bit_update (scalar, the
+// reference) and adamw_8bit_update_fast (xsimd) do the same float operations in the same order:
+// bit-identical.
 //
 // Quantization (docs/numerics.md, "8-bit AdamW state", chosen by measurement):
 //   m, signed linear absmax: scale = absmax/127, code = round-half-even(m/scale) in −127..127
@@ -56,8 +57,9 @@ void dequantize_v(const uint8_t* codes, float scale, size_t count, float* v);
 void adamw_8bit_update(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed, float* m_scale,
                        float* v_scale, size_t n, const GradStats& stats, const AdamWHyper& hp,
                        int t);
-void adamw_8bit_update_ref(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed,
-                           float* m_scale, float* v_scale, size_t n, const GradStats& stats,
-                           const AdamWHyper& hp, int t);
+// Same as adamw_8bit_update except xsimd batches and OpenMP over blocks: bit-identical.
+void adamw_8bit_update_fast(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed,
+                            float* m_scale, float* v_scale, size_t n, const GradStats& stats,
+                            const AdamWHyper& hp, int t);
 
 }  // namespace reftrain

@@ -76,7 +76,7 @@ inline float adamw_element(float* w, float* g, float* m, float* v, size_t i, con
 // The mirror of one element: the portable bit path of ops/cast.h (clamp to ±65504, then
 // round-to-nearest-even), bit-identical to F16C's vcvtps2ph after the same clamp.
 inline f16 mirror_scalar(float x) {
-  return f16_of(f32_to_f16_bits_portable(x));
+  return f16_of(f32_to_f16_bits(x));
 }
 
 // The mirror of one batch: clamp to ±65504, then vcvtps2ph with round-to-nearest-even, as

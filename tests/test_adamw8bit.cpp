@@ -324,7 +324,7 @@ void run_case(const Case& c, bool simd) {
   const State st0 = st;
   const std::vector<float> w0 = w, g0 = g;
 
-  (simd ? adamw_8bit_update : adamw_8bit_update_ref)(w.data(), g.data(), st.mp.data(), st.vp.data(),
+  (simd ? adamw_8bit_update_fast : adamw_8bit_update)(w.data(), g.data(), st.mp.data(), st.vp.data(),
                                                      st.ms.data(), st.vs.data(), n, stats, hp, c.t);
 
   const double b1 = hp.beta1, b2 = hp.beta2, lr = hp.lr, eps = hp.eps, wd = hp.wd;
@@ -416,8 +416,8 @@ TEST(AdamW8bit, BitIdenticalToFp32KernelOnDequantizedState) {
         m32[i] = deq_m(byte_of(st.mp, i), st.ms[i / kQuantBlock]);
         v32[i] = deq_v(byte_of(st.vp, i), st.vs[i / kQuantBlock]);
       }
-      adamw_update(w32.data(), g32.data(), m32.data(), v32.data(), n, stats, hp, 7);
-      (simd ? adamw_8bit_update : adamw_8bit_update_ref)(w.data(), g.data(), st.mp.data(),
+      adamw_update_fast(w32.data(), g32.data(), m32.data(), v32.data(), n, stats, hp, 7);
+      (simd ? adamw_8bit_update_fast : adamw_8bit_update)(w.data(), g.data(), st.mp.data(),
                                                          st.vp.data(), st.ms.data(), st.vs.data(),
                                                          n, stats, hp, 7);
       EXPECT_EQ(float_bits(w), float_bits(w32)) << "n " << n << (simd ? " xsimd" : " ref");
@@ -456,7 +456,7 @@ TEST(AdamW8bit, ZeroStateStaysZero) {
     }
     std::vector<float> want = w;
     for (float& x : want) x = x - hp.lr * (0.0f + hp.wd * x);
-    adamw_8bit_update(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(), n,
+    adamw_8bit_update_fast(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(), n,
                       {0.0f, 1.0f}, hp, t);
     EXPECT_TRUE(st == zero) << "step " << t;
     EXPECT_EQ(float_bits(w), float_bits(want)) << "step " << t;
@@ -465,7 +465,7 @@ TEST(AdamW8bit, ZeroStateStaysZero) {
   const AdamWHyper no_wd{0.01f, 0.9f, 0.999f, 1e-8f, 0.0f};
   const std::vector<float> before = w;
   std::vector<float> g(n, 0.0f);
-  adamw_8bit_update_ref(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(),
+  adamw_8bit_update(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(),
                         n, {0.0f, 1.0f}, no_wd, 4);
   EXPECT_EQ(float_bits(w), float_bits(before));
   EXPECT_TRUE(st == zero);
@@ -482,7 +482,7 @@ TEST(AdamW8bit, OverflowingVFreezesItsBlockWithoutNaN) {
   for (int t = 1; t <= 3; ++t) {
     std::vector<float> g(n, 1e-3f);
     if (t == 1) g[10] = 1e22f;
-    adamw_8bit_update(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(), n,
+    adamw_8bit_update_fast(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(), n,
                       {0.0f, 1.0f}, hp, t);
     if (t == 1) after_first = w;
   }
@@ -516,9 +516,9 @@ TEST(AdamW8bit, SimdBitIdenticalToRef) {
     for (int t = 1; t <= 20; ++t) {
       std::vector<float> ga = grads(n, 1000 * t + n), gb = ga;
       const GradStats stats{1.0f, t % 2 ? 1.0f : 0.3f};
-      adamw_8bit_update_ref(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(),
+      adamw_8bit_update(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(),
                             a.vs.data(), n, stats, hp, t);
-      adamw_8bit_update(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(), b.vs.data(), n,
+      adamw_8bit_update_fast(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(), b.vs.data(), n,
                         stats, hp, t);
       ASSERT_EQ(float_bits(wa), float_bits(wb)) << "n " << n << " step " << t;
       ASSERT_EQ(float_bits(ga), float_bits(gb)) << "n " << n << " step " << t;
@@ -536,9 +536,9 @@ TEST(AdamW8bit, NanMomentIsStoredAsCodeZero) {
   State a = random_state(n, 7), b = a;
   std::vector<float> wa(n, 0.5f), wb = wa, ga = grads(n, 8), gb = ga;
   const GradStats stats{1.0f, std::numeric_limits<float>::quiet_NaN()};
-  adamw_8bit_update_ref(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(), a.vs.data(), n,
+  adamw_8bit_update(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(), a.vs.data(), n,
                         stats, hp, 3);
-  adamw_8bit_update(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(), b.vs.data(), n,
+  adamw_8bit_update_fast(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(), b.vs.data(), n,
                     stats, hp, 3);
   EXPECT_TRUE(a == b);
   std::vector<float> g0 = grads(n, 8);
@@ -566,7 +566,7 @@ TEST(AdamW8bit, BitIdenticalAcrossThreadCounts) {
         for (float& x : w) x = float(d.uniform(-1, 1));
         for (int t = 1; t <= 5; ++t) {
           std::vector<float> g = grads(n, 79 + t);
-          (simd ? adamw_8bit_update : adamw_8bit_update_ref)(w.data(), g.data(), st.mp.data(),
+          (simd ? adamw_8bit_update_fast : adamw_8bit_update)(w.data(), g.data(), st.mp.data(),
                                                              st.vp.data(), st.ms.data(),
                                                              st.vs.data(), n, {1.0f, 0.5f}, hp, t);
         }
@@ -592,7 +592,7 @@ TEST(AdamW8bit, PackedLayout) {
   const float mk[7] = {1, -2, 3, 127, -5, 6, -7};
   std::vector<float> w(n, 1.0f), g(n);
   for (size_t k = 0; k < n; ++k) g[k] = 2 * mk[k];
-  adamw_8bit_update_ref(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(),
+  adamw_8bit_update(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(),
                         n, {0.0f, 1.0f}, hp, 1);
   ASSERT_EQ(st.mp.size(), 2u);
   EXPECT_EQ(st.ms[0], 1.0f);
@@ -626,8 +626,8 @@ TEST(AdamW8bit, PackedLayout) {
     m32[k] = deq_m(uint8_t(codes[k]), 0.01f);
     v32[k] = deq_v(255, 0.01f);
   }
-  adamw_update(w32.data(), g32.data(), m32.data(), v32.data(), n, {0.0f, 1.0f}, hp2, 3);
-  adamw_8bit_update(w2.data(), g2.data(), in.mp.data(), in.vp.data(), in.ms.data(), in.vs.data(), n,
+  adamw_update_fast(w32.data(), g32.data(), m32.data(), v32.data(), n, {0.0f, 1.0f}, hp2, 3);
+  adamw_8bit_update_fast(w2.data(), g2.data(), in.mp.data(), in.vp.data(), in.ms.data(), in.vs.data(), n,
                     {0.0f, 1.0f}, hp2, 3);
   EXPECT_EQ(float_bits(w2), float_bits(w32));
 }
@@ -697,7 +697,7 @@ void step_8bit_blockwise(VScheme scheme, float* w, float* g, Unpacked& st, size_
     } else {
       dequantize_v(&st.vc[begin], st.vs[b], count, v);  // (code·s)² for (b) and (c)
     }
-    adamw_update(w + begin, g + begin, m, v, count, stats, hp, t);
+    adamw_update_fast(w + begin, g + begin, m, v, count, stats, hp, t);
     quantize_m(m, count, &st.mc[begin], &st.ms[b]);
     if (scheme == VScheme::kLinear) quantize_v_linear(v, count, &st.vc[begin], &st.vs[b]);
     if (scheme == VScheme::kCeil) quantize_v_ceil(v, count, &st.vc[begin], &st.vs[b]);
@@ -747,12 +747,12 @@ TEST(AdamW8bit, VQuantizationMeasurement) {
     for (int r = 0; r < kRuns; ++r) {
       const std::vector<float> before = w[r];
       for (size_t i = 0; i < n; ++i) g[i] = h[i] * (w[r][i] - target[i]) + xi[i];
-      if (r == 0) adamw_update(w[r].data(), g.data(), m32.data(), v32.data(), n, stats, hp, t);
+      if (r == 0) adamw_update_fast(w[r].data(), g.data(), m32.data(), v32.data(), n, stats, hp, t);
       if (r >= 1 && r <= 3) {
         step_8bit_blockwise(schemes[r - 1], w[r].data(), g.data(), u[r - 1], n, stats, hp, t);
       }
       if (r == 4) {
-        adamw_8bit_update(w[r].data(), g.data(), packed.mp.data(), packed.vp.data(),
+        adamw_8bit_update_fast(w[r].data(), g.data(), packed.mp.data(), packed.vp.data(),
                           packed.ms.data(), packed.vs.data(), n, stats, hp, t);
       }
       for (size_t i = 0; i < n; ++i) {

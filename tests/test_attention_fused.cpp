@@ -20,16 +20,16 @@
 
 #include "op_check.h"
 #include "ops/attention.h"
-#include "ops/attention_fused.h"
+#include "ops/attention.h"
 
 // The same kernels compiled for x86-64-v3 (tests/CMakeLists.txt: attention_fused_avx2), where
 // every name of namespace reftrain is in reftrain_avx2.
 namespace reftrain_avx2 {
 enum class AttentionSplit { kAuto, kPerHead, kTwoPass };
 template <typename T>
-void attention_forward_fused(T* out, T* lse, const T* qkv, int B, int Tn, int C, int NH);
+void attention_forward_fast(T* out, T* lse, const T* qkv, int B, int Tn, int C, int NH);
 template <typename T>
-void attention_backward_fused(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
+void attention_backward_fast(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
                               int B, int Tn, int C, int NH, AttentionSplit split);
 }  // namespace reftrain_avx2
 
@@ -67,8 +67,8 @@ template <typename T>
 Results<T> run_fused(const Shape& s, const std::vector<T>& qkv, const std::vector<T>& dout,
                      const std::vector<T>& g0, AttentionSplit split = AttentionSplit::kAuto) {
   Results<T> r{std::vector<T>(s.out_size()), std::vector<T>(s.lse_size()), g0};
-  attention_forward_fused(r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C(), s.NH);
-  attention_backward_fused(r.dqkv.data(), dout.data(), qkv.data(), r.out.data(), r.lse.data(), s.B,
+  attention_forward_fast(r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C(), s.NH);
+  attention_backward_fast(r.dqkv.data(), dout.data(), qkv.data(), r.out.data(), r.lse.data(), s.B,
                            s.T, s.C(), s.NH, split);
   return r;
 }
@@ -238,9 +238,9 @@ void check_same_bits_as_avx2(const Shape& s) {
   const std::vector<T> g0 = cast<T>(d.vec(s.qkv_size(), -1, 1));
   const Results<T> native = run_fused(s, qkv, dout, g0);
   Results<T> avx2{std::vector<T>(s.out_size()), std::vector<T>(s.lse_size()), g0};
-  reftrain_avx2::attention_forward_fused(avx2.out.data(), avx2.lse.data(), qkv.data(), s.B, s.T,
+  reftrain_avx2::attention_forward_fast(avx2.out.data(), avx2.lse.data(), qkv.data(), s.B, s.T,
                                          s.C(), s.NH);
-  reftrain_avx2::attention_backward_fused(avx2.dqkv.data(), dout.data(), qkv.data(),
+  reftrain_avx2::attention_backward_fast(avx2.dqkv.data(), dout.data(), qkv.data(),
                                           avx2.out.data(), avx2.lse.data(), s.B, s.T, s.C(), s.NH,
                                           reftrain_avx2::AttentionSplit::kAuto);
   EXPECT_EQ(0, std::memcmp(avx2.out.data(), native.out.data(), native.out.size() * sizeof(T)));
@@ -303,7 +303,7 @@ struct FusedAttentionOp {
   template <typename U>
   std::vector<U> forward(const Tensors<U>& in, std::vector<U>* lse = nullptr) const {
     std::vector<U> out(s.out_size()), l(s.lse_size());
-    attention_forward_fused(out.data(), l.data(), in[0].data(), s.B, s.T, s.C(), s.NH);
+    attention_forward_fast(out.data(), l.data(), in[0].data(), s.B, s.T, s.C(), s.NH);
     if (lse) *lse = l;
     return out;
   }
@@ -311,7 +311,7 @@ struct FusedAttentionOp {
   void backward(const Tensors<U>& in, const std::vector<U>& dout, Tensors<U>& grads) const {
     std::vector<U> lse;
     const std::vector<U> out = forward(in, &lse);
-    attention_backward_fused(grads[0].data(), dout.data(), in[0].data(), out.data(), lse.data(),
+    attention_backward_fast(grads[0].data(), dout.data(), in[0].data(), out.data(), lse.data(),
                              s.B, s.T, s.C(), s.NH);
   }
 };
@@ -335,7 +335,7 @@ TEST(FusedAttentionOps, WritesOnlyItsOutputs) {
   Guarded qkv(s.qkv_size(), 0), out(s.out_size(), 0), lse(s.lse_size(), 0);
   const std::vector<double> q = make_qkv(s, 9);
   std::copy(q.begin(), q.end(), qkv.data());
-  attention_forward_fused(out.data(), lse.data(), qkv.data(), s.B, s.T, s.C(), s.NH);
+  attention_forward_fast(out.data(), lse.data(), qkv.data(), s.B, s.T, s.C(), s.NH);
   EXPECT_TRUE(qkv.guards_intact() && out.guards_intact() && lse.guards_intact())
       << "forward wrote outside its buffers";
 
@@ -344,7 +344,7 @@ TEST(FusedAttentionOps, WritesOnlyItsOutputs) {
   std::copy(dout_v.begin(), dout_v.end(), dout.data());
   const std::vector<double> before_qkv = qkv.buf, before_out = out.buf, before_lse = lse.buf,
                             before_dout = dout.buf;
-  attention_backward_fused(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T,
+  attention_backward_fast(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T,
                            s.C(), s.NH);
   EXPECT_EQ(qkv.buf, before_qkv) << "backward modified qkv";
   EXPECT_EQ(out.buf, before_out) << "backward modified out";
@@ -359,8 +359,8 @@ TEST(FusedAttentionOps, WritesOnlyItsOutputs) {
 TEST(FusedAttentionOps, WorkspaceIsLinearInT) {
   for (bool backward : {false, true}) {
     for (int hs : {12, 64}) {
-      const size_t w1 = attention_fused_workspace_bytes(1024, hs, backward);
-      const size_t w2 = attention_fused_workspace_bytes(2048, hs, backward);
+      const size_t w1 = attention_fast_workspace_bytes(1024, hs, backward);
+      const size_t w2 = attention_fast_workspace_bytes(2048, hs, backward);
       EXPECT_LE(w2, 2 * w1 + 64 * 1024) << "backward " << backward << " hs " << hs;
       EXPECT_LT(w2, size_t(2048) * 2048 * sizeof(float) / 4);
     }

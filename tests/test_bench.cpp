@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "core/trace.h"
+#include "core/formats/trace.h"
 #include "test_util.h"
 
 namespace reftrain {

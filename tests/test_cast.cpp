@@ -98,11 +98,11 @@ uint32_t ref_f16_to_f32_bits(uint16_t h) {
 void expect_to_f16(float x, uint16_t want, const std::string& what) {
   SCOPED_TRACE(what + " = " + hex(bits(x), 8));
   EXPECT_EQ(hex(ref_f32_to_f16(x), 4), hex(want, 4)) << "the test's reference disagrees";
-  EXPECT_EQ(hex(f32_to_f16_bits_portable(x), 4), hex(want, 4)) << "scalar portable";
+  EXPECT_EQ(hex(f32_to_f16_bits(x), 4), hex(want, 4)) << "scalar portable";
   std::vector<float> src(11, x);
   std::vector<f16> a(11), b(11);
-  cast_f32_to_f16_portable(a.data(), src.data(), src.size());
-  cast_f32_to_f16(b.data(), src.data(), src.size());
+  cast_f32_to_f16(a.data(), src.data(), src.size());
+  cast_f32_to_f16_fast(b.data(), src.data(), src.size());
   for (size_t i = 0; i < src.size(); ++i) {
     EXPECT_EQ(hex(bits(a[i]), 4), hex(want, 4)) << "portable array, element " << i;
     EXPECT_EQ(hex(bits(b[i]), 4), hex(want, 4)) << "default array, element " << i;
@@ -112,11 +112,11 @@ void expect_to_f16(float x, uint16_t want, const std::string& what) {
 void expect_to_f32(uint16_t h, uint32_t want, const std::string& what) {
   SCOPED_TRACE(what + " = " + hex(h, 4));
   EXPECT_EQ(hex(ref_f16_to_f32_bits(h), 8), hex(want, 8)) << "the test's reference disagrees";
-  EXPECT_EQ(hex(bits(f16_bits_to_f32_portable(h)), 8), hex(want, 8)) << "scalar portable";
+  EXPECT_EQ(hex(bits(f16_bits_to_f32(h)), 8), hex(want, 8)) << "scalar portable";
   std::vector<f16> src(11, f16_from_bits(h));
   std::vector<float> a(11), b(11);
-  cast_f16_to_f32_portable(a.data(), src.data(), src.size());
-  cast_f16_to_f32(b.data(), src.data(), src.size());
+  cast_f16_to_f32(a.data(), src.data(), src.size());
+  cast_f16_to_f32_fast(b.data(), src.data(), src.size());
   for (size_t i = 0; i < src.size(); ++i) {
     EXPECT_EQ(hex(bits(a[i]), 8), hex(want, 8)) << "portable array, element " << i;
     EXPECT_EQ(hex(bits(b[i]), 8), hex(want, 8)) << "default array, element " << i;
@@ -215,7 +215,7 @@ TEST(Cast, NaN) {
   expect_to_f16(from_bits(0x7FA00000), 0x7F00, "sNaN, high payload");
   expect_to_f16(from_bits(0xFFC02000), 0xFE01, "-qNaN, payload 1 after the shift");
   EXPECT_TRUE(
-      std::isnan(f16_bits_to_f32_portable(f32_to_f16_bits_portable(from_bits(0x7F800001)))));
+      std::isnan(f16_bits_to_f32(f32_to_f16_bits(from_bits(0x7F800001)))));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -249,14 +249,14 @@ TEST(Cast, AllF16ToF32) {
   std::vector<f16> src(65536);
   for (uint32_t h = 0; h < 65536; ++h) src[h] = f16_from_bits(uint16_t(h));
   std::vector<float> fast(65536, -1.0f), port(65536, -1.0f);
-  cast_f16_to_f32(fast.data() + 3, src.data() + 3, 65536 - 5);
-  cast_f16_to_f32(fast.data(), src.data(), 3);
-  cast_f16_to_f32(fast.data() + 65534, src.data() + 65534, 2);
-  cast_f16_to_f32_portable(port.data(), src.data(), 65536);
+  cast_f16_to_f32_fast(fast.data() + 3, src.data() + 3, 65536 - 5);
+  cast_f16_to_f32_fast(fast.data(), src.data(), 3);
+  cast_f16_to_f32_fast(fast.data() + 65534, src.data() + 65534, 2);
+  cast_f16_to_f32(port.data(), src.data(), 65536);
   int bad = 0;
   for (uint32_t h = 0; h < 65536 && bad < 10; ++h) {
     const uint32_t want = ref_f16_to_f32_bits(uint16_t(h));
-    const uint32_t scalar = bits(f16_bits_to_f32_portable(uint16_t(h)));
+    const uint32_t scalar = bits(f16_bits_to_f32(uint16_t(h)));
     if (bits(fast[h]) != want || bits(port[h]) != want || scalar != want) {
       ++bad;
       ADD_FAILURE() << "f16 " << hex(h, 4) << ": reference " << hex(want, 8) << ", default "
@@ -271,7 +271,7 @@ TEST(Cast, AllF16ToF32) {
 TEST(Cast, RoundTripEveryF16) {
   int bad = 0;
   for (uint32_t h = 0; h < 65536 && bad < 10; ++h) {
-    const uint16_t back = f32_to_f16_bits_portable(f16_bits_to_f32_portable(uint16_t(h)));
+    const uint16_t back = f32_to_f16_bits(f16_bits_to_f32(uint16_t(h)));
     const bool is_nan = (h & 0x7C00) == 0x7C00 && (h & 0x3FF);
     const bool is_inf = (h & 0x7FFF) == 0x7C00;
     const uint16_t want = is_nan   ? uint16_t(h | 0x0200)
@@ -290,8 +290,8 @@ TEST(Cast, RoundTripEveryF16) {
 TEST(Cast, AllF16MidpointsAndNeighbours) {
   std::vector<float> src;
   for (uint32_t h = 0; h < 0x7BFF; ++h) {
-    const double mid = (double(f16_bits_to_f32_portable(uint16_t(h))) +
-                        double(f16_bits_to_f32_portable(uint16_t(h + 1)))) /
+    const double mid = (double(f16_bits_to_f32(uint16_t(h))) +
+                        double(f16_bits_to_f32(uint16_t(h + 1)))) /
                        2;
     const float m = float(mid);
     ASSERT_EQ(double(m), mid) << "midpoint not exact in f32";
@@ -302,13 +302,13 @@ TEST(Cast, AllF16MidpointsAndNeighbours) {
     }
   }
   std::vector<f16> fast(src.size()), port(src.size());
-  cast_f32_to_f16(fast.data(), src.data(), src.size());
-  cast_f32_to_f16_portable(port.data(), src.data(), src.size());
+  cast_f32_to_f16_fast(fast.data(), src.data(), src.size());
+  cast_f32_to_f16(port.data(), src.data(), src.size());
   int bad = 0;
   for (size_t i = 0; i < src.size() && bad < 10; ++i) {
     const uint16_t want = ref_f32_to_f16(src[i]);
     if (bits(fast[i]) != want || bits(port[i]) != want ||
-        f32_to_f16_bits_portable(src[i]) != want) {
+        f32_to_f16_bits(src[i]) != want) {
       ++bad;
       ADD_FAILURE() << "f32 " << hex(bits(src[i]), 8) << ": reference " << hex(want, 4)
                     << ", default " << hex(bits(fast[i]), 4) << ", portable array "
@@ -324,8 +324,8 @@ TEST(Cast, SweepF32ToF16) {
   std::vector<float> src;
   for (uint64_t u = 0; u < (uint64_t(1) << 32); u += 4099) src.push_back(from_bits(uint32_t(u)));
   std::vector<f16> fast(src.size()), port(src.size());
-  cast_f32_to_f16(fast.data(), src.data(), src.size());
-  cast_f32_to_f16_portable(port.data(), src.data(), src.size());
+  cast_f32_to_f16_fast(fast.data(), src.data(), src.size());
+  cast_f32_to_f16(port.data(), src.data(), src.size());
   int bad = 0;
   size_t nans = 0, saturated = 0, subnormal = 0;
   for (size_t i = 0; i < src.size() && bad < 10; ++i) {
@@ -358,11 +358,11 @@ TEST(Cast, ShortArraysWriteOnlyN) {
   for (size_t n = 0; n <= 17; ++n) {
     std::vector<float> src(n, 3.0f), back(n + 4, -7.0f);
     std::vector<f16> dst(n + 4, f16_from_bits(0x5555));
-    cast_f32_to_f16(dst.data(), src.data(), n);
+    cast_f32_to_f16_fast(dst.data(), src.data(), n);
     for (size_t i = 0; i < n + 4; ++i) {
       EXPECT_EQ(bits(dst[i]), i < n ? 0x4200 : 0x5555) << "n " << n << " element " << i;
     }
-    cast_f16_to_f32(back.data(), dst.data(), n);
+    cast_f16_to_f32_fast(back.data(), dst.data(), n);
     for (size_t i = 0; i < n + 4; ++i) {
       EXPECT_EQ(back[i], i < n ? 3.0f : -7.0f) << "n " << n << " element " << i;
     }

@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "core/checkpoint.h"
-#include "core/model.h"
-#include "core/optimizer.h"
-#include "core/safetensors.h"
+#include "core/train/checkpoint.h"
+#include "core/model/model.h"
+#include "core/train/config.h"
+#include "optim/optimizer.h"
+#include "core/formats/safetensors.h"
 #include "optim/adamw8bit.h"
 #include "tests/cli_util.h"
 #include "tests/test_util.h"
@@ -353,7 +354,7 @@ TEST_F(CheckpointTest, PyTorchReadsTheCheckpointAsIs) {
     EXPECT_EQ(oracle["updates"], 3);
 
     const TrainConfig& t = c.meta.train;
-    std::unique_ptr<Model> model = make_model(c.meta.model, B, T, t.precision, t.z_loss);
+    std::unique_ptr<Model> model = make_model(c.meta.model, model_options(t));
     restore_model(c, *model);
     const float loss = model->forward(inputs.data(), targets.data(), B, T);
     const double want = oracle["loss"].get<double>();
@@ -364,7 +365,7 @@ TEST_F(CheckpointTest, PyTorchReadsTheCheckpointAsIs) {
     // (the 8-bit codes dequantized by optim/adamw8bit.h). Both sum the same float32 values in
     // float64, numpy exactly (math.fsum), reftrain in buffer order: relative error ≤ n·2^-53
     // (n ≈ 10^5 elements, all terms ≥ 0) < 1e-10.
-    OptimizerState state(t.optimizer, model->layout());
+    OptimizerState state(t.optimizer, model->layout().wd_end(), model->layout().total());
     restore_optimizer(c, state);
     const MomentSums sums = moment_sums(state, model->layout());
     EXPECT_GT(sums.m_abs, 0.0);

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/checkpoint.h"
-#include "core/safetensors.h"
+#include "core/train/checkpoint.h"
+#include "core/formats/safetensors.h"
 #include "tests/cli_util.h"
 #include "tests/test_util.h"
 

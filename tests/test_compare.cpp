@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/compare.h"
-#include "core/safetensors.h"
-#include "core/trace.h"
+#include "core/golden/compare.h"
+#include "core/formats/safetensors.h"
+#include "core/formats/trace.h"
 #include "ops/cast.h"
 #include "tests/test_util.h"
 

@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "core/buffer.h"
-#include "core/config.h"
-#include "core/data.h"
-#include "core/error.h"
-#include "core/gpt2.h"
-#include "core/llmc.h"
-#include "core/rng.h"
-#include "core/safetensors.h"
+#include "simd/aligned_buffer.h"
+#include "core/train/config.h"
+#include "core/train/data.h"
+#include "core/base/error.h"
+#include "core/model/gpt2.h"
+#include "core/formats/llmc.h"
+#include "core/base/rng.h"
+#include "core/formats/safetensors.h"
 #include "tests/test_util.h"
 
 namespace reftrain {

@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/model/model_config.h"
 #include "ops/cast.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
@@ -216,11 +217,11 @@ TEST(Matmul, EveryVariantWithinRoundingOfTheExactProduct) {
     const Exact<float, float> ex(pr);
     for (const Matmul& mm : mms) {
       const int k = int(mm.kind());
-      worst[k] = std::max(worst[k], check_exact(pr, ex, pr.run(mm), matmul_name(mm.kind())));
+      worst[k] = std::max(worst[k], check_exact(pr, ex, pr.run(mm), enum_name(mm.kind())));
     }
   });
   for (MatmulKind k : kAllKinds) {
-    std::printf("%s: worst element uses %.2f%% of its bound\n", matmul_name(k),
+    std::printf("%s: worst element uses %.2f%% of its bound\n", enum_name(k),
                 100 * worst[int(k)]);
   }
 }
@@ -249,12 +250,12 @@ TEST(Matmul, F16OperandEqualsItsWidenedCopy) {
                                pr.offset, pr.pad, 1);
     wide.a = pr.a, wide.c0 = pr.c0, wide.bias = pr.bias;
     wide.b.resize(pr.b.size());
-    cast_f16_to_f32(wide.b.data(), pr.b.data(), pr.b.size());
+    cast_f16_to_f32_fast(wide.b.data(), pr.b.data(), pr.b.size());
     const Exact<float, f16> ex(pr);
     for (const Matmul& mm : mms) {
       const std::vector<float> c = pr.run(mm);
-      EXPECT_TRUE(same_bits(c, wide.run(mm))) << matmul_name(mm.kind());
-      check_exact(pr, ex, c, matmul_name(mm.kind()));
+      EXPECT_TRUE(same_bits(c, wide.run(mm))) << enum_name(mm.kind());
+      check_exact(pr, ex, c, enum_name(mm.kind()));
     }
   });
 }
@@ -274,9 +275,9 @@ TEST(Matmul, ThreadCountDoesNotChangeBits) {
         const std::vector<float> c = pr.run(Matmul(k, t));
         if (t == 1) {
           ref = c;
-          check_exact(pr, ex, c, matmul_name(k));
+          check_exact(pr, ex, c, enum_name(k));
         } else {
-          EXPECT_TRUE(same_bits(c, ref)) << matmul_name(k) << " at " << t << " threads";
+          EXPECT_TRUE(same_bits(c, ref)) << enum_name(k) << " at " << t << " threads";
         }
       }
     }
@@ -293,7 +294,7 @@ TEST(Matmul, EmptySumIsTheEpilogueAlone) {
         for (int j = 0; j < pr.N; ++j) {
           const size_t at = pr.offset + i * pr.ldc + j;
           const float expected = (acc ? pr.c0[at] : 0.0f) + pr.bias[pr.offset + j];
-          EXPECT_EQ(c[at], expected) << matmul_name(k) << " (" << i << "," << j << ")";
+          EXPECT_EQ(c[at], expected) << enum_name(k) << " (" << i << "," << j << ")";
         }
       }
     }
@@ -303,11 +304,11 @@ TEST(Matmul, EmptySumIsTheEpilogueAlone) {
 TEST(Matmul, NamesRoundTrip) {
   for (MatmulKind k : kAllKinds) {
     MatmulKind back = MatmulKind::kNaive;
-    EXPECT_TRUE(matmul_from_name(matmul_name(k), &back));
+    EXPECT_TRUE(enum_from_name(enum_name(k), &back));
     EXPECT_EQ(back, k);
   }
   MatmulKind unchanged = MatmulKind::kTiled;
-  EXPECT_FALSE(matmul_from_name("blas", &unchanged));
+  EXPECT_FALSE(enum_from_name("blas", &unchanged));
   EXPECT_EQ(unchanged, MatmulKind::kTiled);
 }
 
@@ -376,15 +377,15 @@ TEST(Linear, ThreeProductsAndBiasGradientMatchTheTextbookLoops) {
       linear_forward(mm, y.data(), ref.x.data(), ref.w.data(), ref.b.data(), ref.N, ref.K, ref.O);
       linear_backward(mm, dx.data(), dw.data(), db.data(), ref.dy.data(), ref.x.data(),
                       ref.w.data(), ref.N, ref.K, ref.O);
-      EXPECT_TRUE(same_bits(y, ref.forward())) << matmul_name(k);
-      EXPECT_TRUE(same_bits(dx, dx_ref)) << matmul_name(k);
-      EXPECT_TRUE(same_bits(dw, dw_ref)) << matmul_name(k);
-      EXPECT_TRUE(same_bits(db, db_ref)) << matmul_name(k);
+      EXPECT_TRUE(same_bits(y, ref.forward())) << enum_name(k);
+      EXPECT_TRUE(same_bits(dx, dx_ref)) << enum_name(k);
+      EXPECT_TRUE(same_bits(dw, dw_ref)) << enum_name(k);
+      EXPECT_TRUE(same_bits(db, db_ref)) << enum_name(k);
       // Null dinp and db skip those outputs and leave dw as it was.
       std::vector<float> dw2 = ref.dw;
       linear_backward<float, float>(mm, nullptr, dw2.data(), nullptr, ref.dy.data(), ref.x.data(),
                                     ref.w.data(), ref.N, ref.K, ref.O);
-      EXPECT_TRUE(same_bits(dw2, dw_ref)) << matmul_name(k);
+      EXPECT_TRUE(same_bits(dw2, dw_ref)) << enum_name(k);
     }
   }
 }

@@ -67,8 +67,8 @@ struct NormKernel {
   const char* name;
   double (*fn)(const float*, size_t);
 };
-const NormKernel kNormKernels[] = {{"reduce_norm_sq", reduce_norm_sq},
-                                   {"reduce_norm_sq_ref", reduce_norm_sq_ref}};
+const NormKernel kNormKernels[] = {{"reduce_norm_sq", reduce_norm_sq_fast},
+                                   {"reduce_norm_sq_ref", reduce_norm_sq}};
 
 // Small integers: every square and every partial sum is an integer below 2^53, so any order of
 // summation gives the exact answer; the kernel must equal the integer reference exactly.
@@ -146,8 +146,8 @@ TEST(ReduceNormSq, XsimdWithinBoundOfRef) {
     const double k = double((n + 63) / 64 + 80);
     const double gamma = k * 0x1p-53 / (1 - k * 0x1p-53);
     const double bound = 2 * gamma * double(s) * (1 + double(n) * 0x1p-63);
-    const double got = reduce_norm_sq(g.data(), n);
-    const double ref = reduce_norm_sq_ref(g.data(), n);
+    const double got = reduce_norm_sq_fast(g.data(), n);
+    const double ref = reduce_norm_sq(g.data(), n);
     EXPECT_LE(std::abs(got - ref), bound) << "n " << n << " got " << got << " ref " << ref;
     differ += got != ref;
   }
@@ -246,15 +246,15 @@ struct AdamKernel {
 const AdamKernel kAdamUpdate{
     "adamw_update",
     [](float* w, float* g, float* m, float* v, f16*, size_t n, const GradStats& s,
-       const AdamWHyper& hp, int t) { adamw_update(w, g, m, v, n, s, hp, t); },
+       const AdamWHyper& hp, int t) { adamw_update_fast(w, g, m, v, n, s, hp, t); },
     false};
 const AdamKernel kAdamUpdateRef{
     "adamw_update_ref",
     [](float* w, float* g, float* m, float* v, f16*, size_t n, const GradStats& s,
-       const AdamWHyper& hp, int t) { adamw_update_ref(w, g, m, v, n, s, hp, t); },
+       const AdamWHyper& hp, int t) { adamw_update(w, g, m, v, n, s, hp, t); },
     false};
-const AdamKernel kAdamUpdateF16{"adamw_update_f16", adamw_update_f16, true};
-const AdamKernel kAdamUpdateF16Ref{"adamw_update_f16_ref", adamw_update_f16_ref, true};
+const AdamKernel kAdamUpdateF16{"adamw_update_f16", adamw_update_f16_fast, true};
+const AdamKernel kAdamUpdateF16Ref{"adamw_update_f16_ref", adamw_update_f16, true};
 const AdamKernel kAdamKernels[] = {kAdamUpdate, kAdamUpdateRef, kAdamUpdateF16, kAdamUpdateF16Ref};
 
 struct AdamCase {
@@ -463,7 +463,7 @@ TEST(AdamWXsimd, BitIdenticalToRef) {
           EXPECT_TRUE(all_zero_grads(c.g));
           // The mirror is ops/cast.h's cast of the updated master weights.
           std::vector<f16> cast(n);
-          cast_f32_to_f16(cast.data(), c.w.data(), n);
+          cast_f32_to_f16_fast(cast.data(), c.w.data(), n);
           EXPECT_TRUE(same_bits("w16 vs cast_f32_to_f16(w)", c.w16, cast));
         }
       }
@@ -479,9 +479,9 @@ TEST(AdamWXsimd, BitIdenticalToRefUnaligned) {
   const AdamWHyper hp{3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f};
   OptState big = random_state(n + 1, 77);
   OptState ref = big;
-  adamw_update_f16(big.w.data() + 1, big.g.data() + 1, big.m.data() + 1, big.v.data() + 1,
+  adamw_update_f16_fast(big.w.data() + 1, big.g.data() + 1, big.m.data() + 1, big.v.data() + 1,
                    big.w16.data() + 1, n, stats, hp, 2);
-  adamw_update_f16_ref(ref.w.data() + 1, ref.g.data() + 1, ref.m.data() + 1, ref.v.data() + 1,
+  adamw_update_f16(ref.w.data() + 1, ref.g.data() + 1, ref.m.data() + 1, ref.v.data() + 1,
                        ref.w16.data() + 1, n, stats, hp, 2);
   EXPECT_TRUE(same_state(big, ref, true));
   EXPECT_NE(bits_of(big.g[0]), 0u) << "wrote before the range";
@@ -577,12 +577,12 @@ TEST(AdamWMirror, InSyncWithMasterEveryStep) {
     SCOPED_TRACE(::testing::Message() << "step " << t);
     const std::vector<float> g = random_grads(n, 300 + t);
     fused.g = plain.g = fused_ref.g = g;
-    const GradStats stats = finalize_grad_stats(reduce_norm_sq(g.data(), n), 1.0f);
+    const GradStats stats = finalize_grad_stats(reduce_norm_sq_fast(g.data(), n), 1.0f);
     run(kAdamUpdateF16, fused, stats, hp, t);
     run(kAdamUpdate, plain, stats, hp, t);
     run(kAdamUpdateF16Ref, fused_ref, stats, hp, t);
     std::vector<f16> cast(n);
-    cast_f32_to_f16(cast.data(), fused.w.data(), n);
+    cast_f32_to_f16_fast(cast.data(), fused.w.data(), n);
     EXPECT_TRUE(same_bits("w16 vs cast_f32_to_f16(w)", fused.w16, cast));
     EXPECT_TRUE(all_zero_grads(fused.g));
     EXPECT_TRUE(same_state(fused, plain, false)) << "adamw_update_f16 vs adamw_update";

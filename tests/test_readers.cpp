@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "core/buffer.h"
-#include "core/checked.h"
-#include "core/data.h"
-#include "core/error.h"
-#include "core/gpt2.h"
-#include "core/input_file.h"
-#include "core/llmc.h"
+#include "simd/aligned_buffer.h"
+#include "core/base/checked.h"
+#include "core/train/data.h"
+#include "core/base/error.h"
+#include "core/model/gpt2.h"
+#include "core/formats/input_file.h"
+#include "core/formats/llmc.h"
 #include "tests/test_util.h"
 
 namespace reftrain {

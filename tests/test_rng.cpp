@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "core/rng.h"
+#include "core/base/rng.h"
 
 namespace reftrain {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "core/safetensors.h"
+#include "core/base/error.h"
+#include "core/formats/safetensors.h"
 #include "tests/test_util.h"
 
 namespace reftrain {

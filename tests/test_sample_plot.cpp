@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
-#include "core/model.h"
-#include "core/rng.h"
-#include "core/sample.h"
+#include "core/train/config.h"
+#include "core/model/model.h"
+#include "core/base/rng.h"
+#include "core/train/sample.h"
 #include "tests/cli_util.h"
 #include "tests/test_util.h"
 
@@ -29,7 +29,7 @@ namespace fs = std::filesystem;
 class SampleTokens : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = make_model(find_preset("tiny").model, 1, kWindow, Precision::kFp32, 0.0f);
+    model_ = make_model(find_preset("tiny").model, ModelOptions{1, kWindow});
     model_->init_weights(11);
   }
   // The logits over V for the next token after `tokens` (the last kWindow of them).

@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "core/trace.h"
+#include "core/formats/trace.h"
 #include "test_util.h"
 
 namespace reftrain {

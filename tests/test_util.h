@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "core/base/error.h"
 
 namespace reftrain::testing {
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "apps/explain/explain.h"
-#include "ops/attention_fused.h"
+#include "ops/attention.h"
 
 namespace reftrain::explain {
 
@@ -93,7 +93,7 @@ void forward_fused(const std::vector<double>& qkv, std::vector<double>& y,
                    std::vector<double>& lse) {
   y.assign(size_t(T) * C, 0.0);
   lse.assign(size_t(T), 0.0);
-  attention_forward_fused(y.data(), lse.data(), qkv.data(), B, T, C, NH);
+  attention_forward_fast(y.data(), lse.data(), qkv.data(), B, T, C, NH);
 }
 
 void print_inputs(Printer& out, const Problem& p) {
@@ -129,7 +129,7 @@ void backward_fused(const Problem& p, std::vector<double>& dq, std::vector<doubl
                     std::vector<double>& dv) {
   std::vector<double> y, lse, dqkv(p.qkv.size(), 0.0);
   forward_fused(p.qkv, y, lse);
-  attention_backward_fused(dqkv.data(), p.dout.data(), p.qkv.data(), y.data(), lse.data(), B, T, C,
+  attention_backward_fast(dqkv.data(), p.dout.data(), p.qkv.data(), y.data(), lse.data(), B, T, C,
                            NH);
   unpack(dqkv, dq, dk, dv);
 }

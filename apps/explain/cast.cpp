@@ -71,12 +71,12 @@ void explain_rounding(Printer& out, float x) {
 
 void explain_value(Printer& out, float x, const std::string& note) {
   f16 h, h_portable_arr;
-  cast_f32_to_f16(&h, &x, 1);
-  cast_f32_to_f16_portable(&h_portable_arr, &x, 1);
+  cast_f32_to_f16_fast(&h, &x, 1);
+  cast_f32_to_f16(&h_portable_arr, &x, 1);
   const uint16_t hb = bits_of(h);
-  const uint16_t hp = f32_to_f16_bits_portable(x);
+  const uint16_t hp = f32_to_f16_bits(x);
   float back;
-  cast_f16_to_f32(&back, &h, 1);
+  cast_f16_to_f32_fast(&back, &h, 1);
   out.line(fmt("  x = %.9g   (f32 bits 0x%08X)%s", double(x), bits_of(x), note.c_str()));
   explain_rounding(out, x);
   const uint32_t S = hb >> 15, E = (hb >> 10) & 0x1F, M = hb & 0x3FF;
@@ -99,12 +99,12 @@ void explain_value(Printer& out, float x, const std::string& note) {
 void explain_nan(Printer& out, uint32_t u, const std::string& what) {
   const float x = float_of(u);
   f16 h;
-  cast_f32_to_f16(&h, &x, 1);
+  cast_f32_to_f16_fast(&h, &x, 1);
   float back;
-  cast_f16_to_f32(&back, &h, 1);
+  cast_f16_to_f32_fast(&back, &h, 1);
   out.line(fmt("  %-22s f32 0x%08X -> f16 0x%04X -> f32 0x%08X", what.c_str(), u, bits_of(h),
                bits_of(back)));
-  if (f32_to_f16_bits_portable(x) != bits_of(h)) out.line("    MISMATCH with the portable path");
+  if (f32_to_f16_bits(x) != bits_of(h)) out.line("    MISMATCH with the portable path");
 }
 
 void run_cast(Printer& out, uint64_t seed) {

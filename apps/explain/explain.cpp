@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/rng.h"
+#include "core/base/rng.h"
 
 namespace reftrain::explain {
 

@@ -132,8 +132,8 @@ void run_grad_norm(Printer& out, uint64_t seed) {
   row(out, "g^2", sq, "%10.4f");
   out.line("  g[2] is not finite: it adds nothing (and AdamW will treat it as 0)");
   value(out, "norm_sq", norm_sq, "%.9f", "sum of the row above");
-  const double ref = reduce_norm_sq_ref(g.data(), n);
-  const double fast = reduce_norm_sq(g.data(), n);
+  const double ref = reduce_norm_sq(g.data(), n);
+  const double fast = reduce_norm_sq_fast(g.data(), n);
   value(out, "_ref", ref, "%.9f", "64 fixed chunks, then the chunk sums in order");
   value(out, "xsimd", fast, "%.9f", std::string("same bits as _ref: ") + yes(ref == fast));
 
@@ -195,7 +195,7 @@ void run_adamw(Printer& out, uint64_t seed) {
     const std::vector<float>& g = grads[size_t(t - 1)];
     out.section("step t=" + std::to_string(t));
     row(out, "g", widen(g));
-    const GradStats stats = finalize_grad_stats(reduce_norm_sq(g.data(), n), 1.0f);
+    const GradStats stats = finalize_grad_stats(reduce_norm_sq_fast(g.data(), n), 1.0f);
     value(out, "grad_norm", stats.grad_norm, "%.6f", "over finite g (grad_norm explains)");
     value(out, "clip", stats.clip, "%.6f");
     const double b1t = std::pow(h.beta1, t), b2t = std::pow(h.beta2, t);
@@ -229,8 +229,8 @@ void run_adamw(Printer& out, uint64_t seed) {
 
     out.line("  the kernels, in float:");
     std::vector<float> gf = g, gh = g;
-    adamw_update_ref(wf.data(), gf.data(), mf.data(), vf.data(), n, stats, hp, t);
-    adamw_update_f16_ref(wh.data(), gh.data(), mh.data(), vh.data(), w16.data(), n, stats, hp, t);
+    adamw_update(wf.data(), gf.data(), mf.data(), vf.data(), n, stats, hp, t);
+    adamw_update_f16(wh.data(), gh.data(), mh.data(), vh.data(), w16.data(), n, stats, hp, t);
     row(out, "w_new (f32)", widen(wf));
     out.line("  adamw_update_ref vs the double steps: |w| " + agree(w, wf) + ", |m| " +
              agree(m, mf) + ", |v| " + agree(v, vf));
@@ -321,11 +321,11 @@ void run_adamw8bit(Printer& out, uint64_t seed) {
   row(out, "v", widen(v), "%11.3e", 4);
 
   out.section("update: exactly adamw_update's float steps (see `reftrain explain adamw`)");
-  const GradStats stats = finalize_grad_stats(reduce_norm_sq(g0.data(), n), 1.0f);
+  const GradStats stats = finalize_grad_stats(reduce_norm_sq_fast(g0.data(), n), 1.0f);
   value(out, "grad_norm", stats.grad_norm, "%.6f");
   value(out, "clip", stats.clip, "%.6f");
   std::vector<float> w = w0, g = g0;
-  adamw_update_ref(w.data(), g.data(), m.data(), v.data(), n, stats, hp, t);
+  adamw_update(w.data(), g.data(), m.data(), v.data(), n, stats, hp, t);
   row(out, "m (fp32)", widen(m), "%11.6f", 4);
   row(out, "v (fp32)", widen(v), "%11.3e", 4);
   row(out, "w", widen(w), "%11.6f", 4);
@@ -376,13 +376,13 @@ void run_adamw8bit(Printer& out, uint64_t seed) {
   std::vector<float> wk = w0, gk = g0;
   std::vector<uint32_t> mp = m_packed0, vp = v_packed0;
   float msk = ms, vsk = vs;
-  adamw_8bit_update_ref(wk.data(), gk.data(), mp.data(), vp.data(), &msk, &vsk, n, stats, hp, t);
+  adamw_8bit_update(wk.data(), gk.data(), mp.data(), vp.data(), &msk, &vsk, n, stats, hp, t);
   out.line(std::string("  w bits as above: ") + yes(same_bits(wk, w)) +
            "; codes and scales as above: " +
            yes(mp == m_packed1 && vp == v_packed1 && msk == ms1 && vsk == vs1));
   std::vector<float> wx = w0, gx = g0;
   mp = m_packed0, vp = v_packed0, msk = ms, vsk = vs;
-  adamw_8bit_update(wx.data(), gx.data(), mp.data(), vp.data(), &msk, &vsk, n, stats, hp, t);
+  adamw_8bit_update_fast(wx.data(), gx.data(), mp.data(), vp.data(), &msk, &vsk, n, stats, hp, t);
   out.line(std::string("  adamw_8bit_update (xsimd): the same bytes: ") +
            yes(same_bits(wx, w) && mp == m_packed1 && vp == v_packed1 && msk == ms1 && vsk == vs1));
   row(out, "g after", widen(gk), "%11.6f", 4);

@@ -1,0 +1,163 @@
+#include "core/formats/trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <tuple>
+
+#include "core/formats/atomic_file.h"
+#include "core/base/error.h"
+#include "core/formats/input_file.h"
+
+namespace reftrain {
+
+double json_float(float x) {
+  if (!std::isfinite(x)) return double(x);
+  char buf[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, double(x));
+    if (std::strtof(buf, nullptr) == x) break;
+  }
+  return std::strtod(buf, nullptr);
+}
+
+TraceWriter::TraceWriter(const std::string& path, const std::vector<Json>& head) : path_(path) {
+  if (path.empty()) return;
+  if (!head.empty()) {
+    AtomicFileWriter out(path);
+    for (const Json& line : head) {
+      const std::string s = json_text(line) + "\n";
+      out.write(s.data(), s.size());
+    }
+    out.commit();
+  }
+  f_ = std::fopen(path.c_str(), head.empty() ? "w" : "a");
+  if (!f_) throw input_error("cannot write trace file " + path + " (does its directory exist?)");
+}
+
+TraceWriter::~TraceWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void TraceWriter::write(const Json& line) {
+  if (!f_) return;
+  // JSON text is UTF-8; a value that is not (a file name in another encoding) gets U+FFFD in
+  // place of its bad bytes instead of a type_error that would end the run.
+  const std::string s = json_text(line) + "\n";
+  if (std::fwrite(s.data(), 1, s.size(), f_) != s.size() || std::fflush(f_) != 0) {
+    throw input_error("writing trace file " + path_ + " failed (disk full?)");
+  }
+}
+
+namespace {
+
+bool is_number_or_null(const Json& j, const char* key) {
+  return j.contains(key) && (j.at(key).is_number() || j.at(key).is_null());
+}
+
+// Why line `j` (not the first) is not a valid step or val line, or "" when it is. `last` is the
+// step number of the previous line of the same type.
+std::string bad_record(const Json& j, const char* value_key, long long last) {
+  if (!j.contains("step") || !j.at("step").is_number_integer() ||
+      j.at("step").get<long long>() < 0) {
+    return "needs an integer \"step\" >= 0";
+  }
+  if (!is_number_or_null(j, value_key)) return std::string("needs a number \"") + value_key + "\"";
+  if (j.at("step").get<long long>() <= last) return "step numbers must increase";
+  return "";
+}
+
+}  // namespace
+
+Trace read_trace(const std::string& path) {
+  InputFile file(path, "trace");
+  std::istringstream in(file.read_all());
+  Trace t;
+  t.path = path;
+  std::string text;
+  long long last_step = -1, last_val = -1;
+  for (size_t line_no = 1; std::getline(in, text); ++line_no) {
+    const auto fail = [&](const std::string& why) {
+      return input_error(path + ":" + std::to_string(line_no) + ": " + why);
+    };
+    Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) throw fail("not a JSON object");
+    if (!j.contains("type") || !j.at("type").is_string()) throw fail("needs a string \"type\"");
+    const std::string type = j.at("type").get<std::string>();
+    if (line_no == 1) {
+      if (type != "run") throw fail("the first line must be the run line (\"type\": \"run\")");
+      t.run = std::move(j);
+      continue;
+    }
+    const bool step = type == "step", val = type == "val";
+    if (!step && !val) {
+      t.other.push_back(std::move(j));
+      continue;
+    }
+    const std::string why = bad_record(j, step ? "loss" : "val_loss", step ? last_step : last_val);
+    if (!why.empty()) throw fail(type + " line " + why);
+    (step ? last_step : last_val) = j.at("step").get<long long>();
+    (step ? t.steps : t.vals).push_back(std::move(j));
+  }
+  if (t.run.is_null()) throw input_error(path + ": empty trace (no run line)");
+  return t;
+}
+
+namespace {
+
+// The run line without what may change between a run and its resumption.
+Json comparable_run(Json run) {
+  for (const char* key : {"version", "build", "simd"}) run.erase(key);
+  if (run.contains("train") && run["train"].is_object()) run["train"].erase("steps");
+  return run;
+}
+
+long long step_of(const Json& j) {
+  return j.contains("step") && j.at("step").is_number_integer() ? j.at("step").get<long long>()
+                                                                : -1;
+}
+
+}  // namespace
+
+std::vector<Json> continued_trace(const std::string& path, const Json& run, long long step) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};
+  const Trace old = read_trace(path);
+  const Json a = comparable_run(old.run), b = comparable_run(run);
+  if (a != b) {
+    std::string key = "?";
+    for (auto it = b.begin(); it != b.end(); ++it) {
+      if (!a.contains(it.key()) || a.at(it.key()) != it.value()) {
+        key = it.key();
+        break;
+      }
+    }
+    throw input_error("trace " + path + " is the trace of another run (its run line differs in \"" +
+                      key + "\"); give the resumed run a new --trace file");
+  }
+  if (old.steps.empty() || step_of(old.steps.back()) < step) {
+    throw input_error("trace " + path + " ends before step " + std::to_string(step) +
+                      ", the checkpoint's; give the resumed run a new --trace file");
+  }
+  // (step, rank, line): a run writes step k's line, then val k, then a resume at k.
+  std::vector<std::tuple<long long, int, const Json*>> lines;
+  for (const Json& j : old.steps) lines.emplace_back(step_of(j), 0, &j);
+  for (const Json& j : old.vals) lines.emplace_back(step_of(j), 1, &j);
+  for (const Json& j : old.other) {
+    if (j.at("type") == "resume") lines.emplace_back(step_of(j), 2, &j);
+  }
+  std::stable_sort(lines.begin(), lines.end(), [](const auto& x, const auto& y) {
+    return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) < std::get<0>(y)
+                                            : std::get<1>(x) < std::get<1>(y);
+  });
+  std::vector<Json> head = {run};
+  for (const auto& [k, rank, line] : lines) {
+    if (k >= 0 && k <= step) head.push_back(*line);
+  }
+  return head;
+}
+
+}  // namespace reftrain

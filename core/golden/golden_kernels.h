@@ -1,0 +1,177 @@
+// Per-kernel golden tensors: for every kernel a GPU backend implements, one safetensors file
+// with the kernel's inputs, outputs and gradients at a small shape and at an awkward one (sizes
+// that are not multiples of 4, 16 or 64), plus a manifest naming the GPU twin, the bindings in
+// order, the shapes, the hyperparameters and the tolerance to check with
+// (docs/golden-format.md). The outputs come from reftrain's scalar reference kernels (the
+// templates of ops/ and the *_ref functions of optim/); the inputs from CounterRng(seed,
+// RngStream::kGolden).
+//
+// Tensor names in a file are "<case>.<binding>": inputs under the binding's name; a binding the
+// kernel reads and writes (an accumulated gradient, the AdamW state) as "<binding>_in" before
+// and "<binding>" after.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/golden/compare.h"
+#include "core/formats/safetensors.h"
+#include "core/formats/trace.h"
+
+namespace reftrain {
+
+// Every size a fixture may use; each kernel takes the ones it needs.
+struct KernelDims {
+  std::string name;  // "small", "awkward", "nonfinite"
+  int B, T, C, NH, V, Vp, maxT, F;
+  int N() const { return B * T; }
+  int n;  // elements of the element-wise and optimizer kernels
+};
+
+class FixtureGen;
+template <typename T>
+class FixtureIo;
+
+enum class Family { kBoth, kGpt2, kLlama };
+// in: read; out: written; inout: read and written (tensors <name>_in and <name>); scalar: a
+// size or hyperparameter (in the case's params, not a tensor); scratch: CPU working memory a GPU
+// does not need (no tensor).
+enum class Role { kIn, kOut, kInOut, kScalar, kScratch };
+
+struct Binding {
+  std::string name;  // the tensors' name in the fixture
+  Role role;
+  std::string dtype;  // "f32", "f16", "i32", "u8 (u32 words)", "u32", ...
+  std::string shape;  // in the dims' letters, "[N,C]"
+  std::string wgsl;   // the seed's WGSL variable, where it is named otherwise
+};
+
+struct KernelSpec {
+  std::string name;  // the fixture file's stem and, unless `entry` says otherwise, the function
+  Family family;
+  std::string twin_file;          // the GPU kernel file, e.g. "02_norm.wgsl"
+  std::string twin_entry;         // its entry point
+  std::string twin_seed;          // the seed that documents its bindings ("" when none does)
+  std::string math;               // one line
+  std::vector<Binding> bindings;  // reftrain's arguments in order
+  std::map<std::string, Tolerance> tolerances;  // by output binding name
+  std::vector<std::string> cases;               // "small", "awkward" (+ "nonfinite")
+  // Draws the inputs of one case; returns its hyperparameters and sizes for the manifest.
+  Json (*make)(FixtureGen& gen, const KernelDims& d);
+  // Runs the reference kernel on a case's inputs and adds its outputs (f32, or f64 in the double
+  // instantiation; null for kernels that exist in float only).
+  void (*run_f32)(FixtureIo<float>& io, const KernelDims& d);
+  void (*run_f64)(FixtureIo<double>& io, const KernelDims& d);
+};
+
+// Every kernel, in pipeline order.
+const std::vector<KernelSpec>& golden_kernels();
+KernelDims kernel_dims(const std::string& case_name);
+bool in_family(const KernelSpec& k, const std::string& arch);  // arch "all", "gpt2", "llama"
+constexpr uint64_t kGoldenKernelSeed = 6;
+
+// The fixture of one kernel: every case's inputs and outputs, the tolerances by tensor name in
+// the metadata ("tolerances", for `reftrain compare`) and the kernel's manifest entry
+// ("manifest").
+SafetensorsFile make_kernel_fixture(const KernelSpec& k, uint64_t seed);
+// The kernel's manifest entry; `fixture` supplies the tensor shapes, and its outputs are
+// measured against the float64 recomputation when the kernel has one.
+Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64_t seed);
+// Runs the float (or double) reference on the inputs of `case_name` in `fixture` and returns its
+// outputs under the same names.
+SafetensorsFile recompute_f32(const KernelSpec& k, const SafetensorsFile& fixture,
+                              const std::string& case_name);
+SafetensorsFile recompute_f64(const KernelSpec& k, const SafetensorsFile& fixture,
+                              const std::string& case_name);
+
+// Writes `kernel.safetensors` for every kernel of `arch`, and manifest.json, into out_dir.
+void write_golden_kernels(const std::string& out_dir, const std::string& arch, uint64_t seed);
+
+// ------------------------------------------------------------------------------------------
+// The machinery the kernel files (golden_kernels_*.cpp) use.
+
+// Draws a case's inputs into a fixture: element i of tensor NAME is drawn from
+// CounterRng(seed, kGolden) at index i, sub = FNV-1a 32 of "<kernel>/<case>.<NAME>".
+class FixtureGen {
+ public:
+  FixtureGen(SafetensorsFile& file, std::string kernel, std::string case_name, uint64_t seed);
+  // The draws of tensor `name` without adding it (for inputs built from several draws).
+  std::vector<float> draw_normal(const std::string& name, size_t n, double scale) const;
+  std::vector<float> draw_uniform(const std::string& name, size_t n, double lo, double hi) const;
+  std::vector<int32_t> draw_below(const std::string& name, size_t n, int bound) const;
+  // scale·normal(i)
+  std::vector<float> normal(const std::string& name, std::vector<int64_t> shape, double scale);
+  // lo + (hi − lo)·uniform(i)
+  std::vector<float> uniform(const std::string& name, std::vector<int64_t> shape, double lo,
+                             double hi);
+  std::vector<int32_t> tokens(const std::string& name, std::vector<int64_t> shape, int vocab);
+  // A tensor computed from others (the forward's mean and rstd for a backward, ...).
+  void add(const std::string& name, std::vector<int64_t> shape, const std::vector<float>& v);
+  void add_raw(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data);
+  uint32_t stream_of(const std::string& name) const;  // the sub-stream of tensor `name`
+  uint64_t seed() const { return seed_; }
+
+ private:
+  SafetensorsFile& file_;
+  std::string kernel_, prefix_;
+  uint64_t seed_;
+};
+
+// A case's tensors as the kernel sees them: inputs read (and converted to T) from the fixture,
+// outputs added to `out` as F32 (T = float) or F64 (T = double).
+template <typename T>
+class FixtureIo {
+ public:
+  FixtureIo(const SafetensorsFile& in, SafetensorsFile& out, std::string case_name)
+      : in_(in), out_(out), prefix_(std::move(case_name) + ".") {}
+  std::vector<T> get(const std::string& name) const;  // an F32 input as T
+  std::vector<int32_t> ints(const std::string& name) const;
+  std::vector<uint16_t> halves(const std::string& name) const;  // F16 bit patterns
+  std::vector<uint8_t> bytes(const std::string& name) const;
+  void put(const std::string& name, std::vector<int64_t> shape, const std::vector<T>& v);
+  void put_raw(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data);
+
+ private:
+  const SafeTensor& tensor(const std::string& name) const;
+  const SafetensorsFile& in_;
+  SafetensorsFile& out_;
+  std::string prefix_;
+};
+
+namespace fixture {
+inline Binding input(std::string name, std::string dtype, std::string shape) {
+  return {std::move(name), Role::kIn, std::move(dtype), std::move(shape), ""};
+}
+inline Binding output(std::string name, std::string dtype, std::string shape) {
+  return {std::move(name), Role::kOut, std::move(dtype), std::move(shape), ""};
+}
+inline Binding inout(std::string name, std::string dtype, std::string shape) {
+  return {std::move(name), Role::kInOut, std::move(dtype), std::move(shape), ""};
+}
+inline Binding scalar(std::string name, std::string dtype = "u32") {
+  return {std::move(name), Role::kScalar, std::move(dtype), "[]", ""};
+}
+inline Binding scratch(std::string name, std::string shape) {
+  return {std::move(name), Role::kScratch, "f32", std::move(shape), ""};
+}
+Tolerance nmse(double max_nmse, std::string why);
+Tolerance ulps(double max_ulp, std::string why);
+Tolerance close(double rtol, double atol, std::string why);
+// An f32 op's output: NMSE ≤ 1e-9 (ggml test-backend-ops' metric, 100x its default 1e-7).
+Tolerance op_tolerance();
+// A kernel of ops/: the GPU entry point named like the kernel, the cases small and awkward,
+// op_tolerance() for every output.
+KernelSpec op_kernel(std::string name, Family family, std::string twin_file, std::string math,
+                     std::vector<Binding> bindings, Json (*make)(FixtureGen&, const KernelDims&),
+                     void (*run_f32)(FixtureIo<float>&, const KernelDims&),
+                     void (*run_f64)(FixtureIo<double>&, const KernelDims&));
+}  // namespace fixture
+
+// The kernel families, one function each (golden_kernels_*.cpp).
+void add_nn_kernels(std::vector<KernelSpec>& v);         // embed, norms, linear, rope, attention
+void add_pointwise_kernels(std::vector<KernelSpec>& v);  // activations, loss, residual
+void add_optim_kernels(std::vector<KernelSpec>& v);      // casts, grad norm, AdamW
+
+}  // namespace reftrain

@@ -1,0 +1,243 @@
+#include "core/golden/golden_run.h"
+
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
+#include <vector>
+
+#include "core/formats/atomic_file.h"
+#include "core/golden/compare.h"
+#include "core/base/error.h"
+#include "core/model/model.h"
+#include "core/formats/safetensors.h"
+#include "core/formats/trace.h"
+#include "core/train/trainer.h"
+#include "optim/schedule.h"
+
+namespace reftrain {
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+std::vector<int64_t> shape64(std::initializer_list<int64_t> s) {
+  return std::vector<int64_t>(s);
+}
+
+void write_json(const std::string& path, const Json& j) {
+  write_text_file(path, json_text(j, 2) + "\n");
+}
+
+// The kernels of one step in dispatch order, as a GPU backend runs them (seed 004's pipeline).
+Json pipeline(const ModelConfig& m, const TrainConfig& t) {
+  Json p = Json::array();
+  if (m.arch == Arch::kGpt2) {
+    p.push_back("embed_forward: x = wte[tok] + wpe[t]");
+    p.push_back(
+        "per layer: layernorm_forward (ln_1), linear_forward (attn.c_attn, bias), "
+        "attention_forward, linear_forward (attn.c_proj), residual_forward, layernorm_forward "
+        "(ln_2), linear_forward (mlp.c_fc), gelu_forward, linear_forward (mlp.c_proj), "
+        "residual_forward");
+    p.push_back(
+        "layernorm_forward (ln_f); linear_forward (lm_head = wte, no bias, all Vp columns)");
+  } else {
+    p.push_back("token_embed_forward: x = embed_tokens[tok]");
+    p.push_back(
+        "per layer: rmsnorm_forward (input_layernorm), linear_forward q, k, v, rope_forward q "
+        "and k, attention_forward, linear_forward (o_proj), residual_forward, rmsnorm_forward "
+        "(post_attention_layernorm), linear_forward gate and up, swiglu_forward, "
+        "linear_forward (down_proj), residual_forward");
+    p.push_back("rmsnorm_forward (model.norm); linear_forward (lm_head, all Vp columns)");
+  }
+  p.push_back("crossentropy_forward_backward: loss = mean CE + z*mean(lse^2), dlogits fused");
+  p.push_back("backward: every forward kernel's backward in reverse order, gradients accumulated");
+  p.push_back("reduce_norm_sq over the whole gradient mega-buffer; finalize_grad_stats");
+  const bool eight = t.optimizer == Optimizer::kAdamW8bit;
+  const bool mixed = t.precision == Precision::kMixed;
+  const std::string update = eight   ? "adamw_8bit_update"
+                             : mixed ? "adamw_update_f16"
+                                     : "adamw_update";
+  p.push_back(update + " on [0, wd_end) with wd, then on [wd_end, floats) with wd = 0");
+  if (eight && mixed) p.push_back("cast_f32_to_f16 of the whole weight buffer into the mirror");
+  return p;
+}
+
+// config.json: the run line of `train --trace` without what names the build, plus the lr of
+// every step, the loss, the pipeline and the files.
+Json golden_config(const Trainer& trainer, const Preset& preset, const std::string& init) {
+  const TrainConfig& t = trainer.train_config();
+  Json j = {{"format", "reftrain-golden-run"}, {"format_version", kFormatVersion}};
+  const Json run = trainer.describe(preset.name, init);
+  for (const auto& [key, value] : run.items()) {
+    if (key != "type" && key != "build" && key != "simd") j[key] = value;
+  }
+  const LrSchedule sched{t.lr, t.min_lr, t.warmup, t.steps, t.schedule};
+  Json lrs = Json::array();
+  for (int k = 0; k < t.steps; ++k) lrs.push_back(json_float(learning_rate(sched, k)));
+  j["schedule"] = {{"kind", enum_name(t.schedule)},
+                   {"lr", json_float(t.lr)},
+                   {"min_lr", json_float(t.min_lr)},
+                   {"warmup", t.warmup},
+                   {"steps", t.steps},
+                   {"lrs", lrs}};
+  j["loss"] = {
+      {"kind", "mean cross-entropy over B*T positions (first V of Vp logits) + z*mean(lse^2)"},
+      {"z", json_float(t.z_loss)}};
+  j["mixed_precision"] = t.precision == Precision::kMixed
+                             ? "every matmul that reads a weight reads its fp16 mirror "
+                               "f16(clamp(w, +-65504)) (round to nearest even), widened to f32"
+                             : "none";
+  j["pipeline"] = pipeline(preset.model, t);
+  j["files"] = {{"init", "init.safetensors"},
+                {"batches", "batches.safetensors"},
+                {"trace", "trace.jsonl"},
+                {"debug_state", "debug_state.safetensors"},
+                {"build", "build.json"}};
+  return j;
+}
+
+void write_init(const Model& model, const std::string& path) {
+  const ParamLayout& layout = model.layout();
+  SafetensorsFile f;
+  Json tensors = Json::array();
+  for (const ParamTensor& t : layout.tensors()) {
+    f.add(t.name, DType::kF32, std::vector<int64_t>(t.shape.begin(), t.shape.end()),
+          model.weights() + t.offset);
+    tensors.push_back({{"name", t.name},
+                       {"shape", t.shape},
+                       {"offset", t.offset},
+                       {"numel", t.numel},
+                       {"decay", t.decay}});
+  }
+  f.metadata["format"] = "reftrain-golden-init";
+  f.metadata["layout"] = json_text(tensors);
+  f.metadata["mega_buffer"] = json_text(Json{{"dtype", "F32"},
+                                             {"floats", layout.total()},
+                                             {"wd_end", layout.wd_end()},
+                                             {"align_floats", kAlignFloats}});
+  write_safetensors(path, f);
+}
+
+// z·mean(lse²) over the N rows of `logits` (the first V of Vp columns), in double: the z-loss
+// part of a step's loss, for the trace.
+double z_loss_part(const float* logits, int N, int V, int Vp, float z) {
+  if (z == 0.0f) return 0.0;
+  double sum = 0.0;
+  for (int i = 0; i < N; ++i) {
+    const float* x = logits + size_t(i) * Vp;
+    double m = x[0], s = 0.0;
+    for (int j = 1; j < V; ++j) m = std::max<double>(m, x[j]);
+    for (int j = 0; j < V; ++j) s += std::exp(double(x[j]) - m);
+    const double lse = m + std::log(s);
+    sum += lse * lse;
+  }
+  return double(z) * sum / N;
+}
+
+// What `reftrain compare` allows a result's debug state by default: NMSE ≤ 1e-9 for the
+// logits, the loss and every gradient; the token ids exactly.
+Json debug_state_tolerances(const SafetensorsFile& f) {
+  Tolerance t;
+  t.allclose = false, t.max_nmse = 1e-9;
+  t.why =
+      "fp32 in another summation order: the CPU PyTorch replay measures NMSE <= 3e-13 "
+      "(docs/parity.md); TF32 or f16 matmuls (~1e-6) fail it, as they should";
+  Json j = Json::object();
+  for (const auto& kv : f.tensors) {
+    if (kv.second.dtype == DType::kF32) j[kv.first] = t.to_json();
+  }
+  return j;
+}
+
+// Step 1's gradients, recomputed on a model that starts from the same weights and sees the same
+// batch (the trainer's own are zeroed by its update), with the logits and the loss.
+void write_debug_state(const ModelConfig& cfg, const std::vector<float>& w0, const Trainer& trainer,
+                       float loss, const std::string& path) {
+  const TrainConfig& t = trainer.train_config();
+  const int B = t.batch, T = t.seq;
+  std::unique_ptr<Model> m = make_model(cfg, model_options(t));
+  std::copy(w0.begin(), w0.end(), m->weights());
+  m->refresh_mirror();
+  const float again =
+      m->forward(trainer.batch_inputs().data(), trainer.batch_targets().data(), B, T);
+  if (!(again == loss)) throw std::logic_error("golden run: step 1 is not reproducible");
+  m->backward();
+  SafetensorsFile f;
+  f.add("inputs", DType::kI32, shape64({B, T}), trainer.batch_inputs().data());
+  f.add("targets", DType::kI32, shape64({B, T}), trainer.batch_targets().data());
+  f.add("logits", DType::kF32, shape64({B, T, cfg.padded_vocab}), m->logits());
+  f.add("loss", DType::kF32, shape64({1}), &loss);
+  for (const ParamTensor& p : m->layout().tensors()) {
+    f.add("grad." + p.name, DType::kF32, std::vector<int64_t>(p.shape.begin(), p.shape.end()),
+          m->grads() + p.offset);
+  }
+  f.metadata["tolerances"] = json_text(debug_state_tolerances(f));
+  f.metadata["format"] = "reftrain-golden-debug-state";
+  f.metadata["step"] = "1";
+  f.metadata["note"] = "gradients of step 1's loss at the initial weights, before clipping";
+  write_safetensors(path, f);
+}
+
+Json step_line(const StepResult& r, double z_part) {
+  return {{"type", "step"},
+          {"step", r.step},
+          {"loss", json_float(r.loss)},
+          {"z_loss", json_float(float(z_part))},
+          {"grad_norm", json_float(r.grad_norm)},
+          {"clip", json_float(r.clip)},
+          {"lr", json_float(r.lr)}};
+}
+
+}  // namespace
+
+void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset data,
+                      const std::string& out_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (!fs::is_directory(out_dir)) throw input_error("cannot create directory " + out_dir);
+  const auto file = [&](const char* name) { return (fs::path(out_dir) / name).string(); };
+
+  Trainer trainer(preset.model, train, std::move(data));
+  const std::string init = "normal(0.02) from seed " + std::to_string(train.seed);
+  write_json(file("config.json"), golden_config(trainer, preset, init));
+  write_json(file("build.json"), {{"version", REFTRAIN_VERSION},
+                                  {"build", REFTRAIN_BUILD_FLAGS},
+                                  {"simd", trainer.describe(preset.name, init).at("simd")}});
+  write_init(trainer.model(), file("init.safetensors"));
+  const std::vector<float> w0(trainer.model().weights(),
+                              trainer.model().weights() + trainer.model().layout().total());
+
+  const int B = train.batch, T = train.seq, S = train.steps;
+  const size_t BT = size_t(B) * T;
+  std::vector<int32_t> inputs(size_t(S) * BT), targets(size_t(S) * BT);
+  TraceWriter trace(file("trace.jsonl"));
+  trace.write({{"type", "run"},
+               {"format", "reftrain-golden-trace"},
+               {"preset", preset.name},
+               {"arch", enum_name(preset.model.arch)},
+               {"precision", enum_name(train.precision)},
+               {"optimizer", enum_name(train.optimizer)},
+               {"steps", S},
+               {"seed", train.seed}});
+  for (int k = 0; k < S; ++k) {
+    const StepResult r = trainer.step(k);
+    if (!std::isfinite(r.loss)) {
+      throw input_error("golden run: loss is not finite at step " + std::to_string(r.step));
+    }
+    std::copy(trainer.batch_inputs().begin(), trainer.batch_inputs().end(), &inputs[k * BT]);
+    std::copy(trainer.batch_targets().begin(), trainer.batch_targets().end(), &targets[k * BT]);
+    const ModelConfig& m = preset.model;
+    trace.write(step_line(
+        r, z_loss_part(trainer.model().logits(), int(BT), m.vocab, m.padded_vocab, train.z_loss)));
+    if (k == 0) write_debug_state(m, w0, trainer, r.loss, file("debug_state.safetensors"));
+  }
+  SafetensorsFile batches;
+  batches.add("inputs", DType::kI32, shape64({S, B, T}), inputs.data());
+  batches.add("targets", DType::kI32, shape64({S, B, T}), targets.data());
+  batches.metadata["format"] = "reftrain-golden-batches";
+  batches.metadata["note"] = "step k+1 reads inputs[k] and targets[k] ([B,T] each)";
+  write_safetensors(file("batches.safetensors"), batches);
+}
+
+}  // namespace reftrain

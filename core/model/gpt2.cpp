@@ -1,0 +1,197 @@
+#include "core/model/gpt2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "core/base/rng.h"
+#include "ops/activation.h"
+#include "ops/embed.h"
+#include "ops/linear.h"
+#include "ops/norm.h"
+#include "ops/residual.h"
+
+namespace reftrain {
+
+namespace {
+
+std::string layer_name(int l, const char* rest) {
+  return "transformer.h." + std::to_string(l) + "." + rest;
+}
+
+}  // namespace
+
+template <typename A>
+void carve_gpt2_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                            AttentionKind attention, int B, int T) {
+  const size_t BT = size_t(B) * T, C = cfg.channels, Vp = cfg.padded_vocab;
+  const size_t att = attention_state_floats(cfg, attention, B, T);  // lse or probabilities
+  a.encoded = arena.take(BT * C);
+  a.layers.resize(cfg.layers);
+  for (auto& l : a.layers) {
+    l.ln1 = arena.take(BT * C), l.ln1_mean = arena.take(BT), l.ln1_rstd = arena.take(BT);
+    l.qkv = arena.take(BT * 3 * C), l.att = arena.take(att), l.atty = arena.take(BT * C);
+    l.attproj = arena.take(BT * C), l.res2 = arena.take(BT * C);
+    l.ln2 = arena.take(BT * C), l.ln2_mean = arena.take(BT), l.ln2_rstd = arena.take(BT);
+    l.fch = arena.take(BT * 4 * C), l.fch_gelu = arena.take(BT * 4 * C);
+    l.fcproj = arena.take(BT * C), l.res3 = arena.take(BT * C);
+  }
+  a.lnf = arena.take(BT * C), a.lnf_mean = arena.take(BT), a.lnf_rstd = arena.take(BT);
+  a.logits = arena.take(BT * Vp), a.losses = arena.take(BT);
+  a.dres = arena.take(BT * C), a.dres2 = arena.take(BT * C), a.dbranch = arena.take(BT * C);
+  a.dln = arena.take(BT * C), a.datty = arena.take(BT * C), a.dqkv = arena.take(BT * 3 * C);
+  a.dfch = arena.take(BT * 4 * C), a.dfch_gelu = arena.take(BT * 4 * C);
+  a.dp = arena.take(attention_scratch_floats(cfg, attention, B, T));
+  a.dlogits = arena.take(BT * Vp);
+}
+
+ParamLayout gpt2_param_layout(const ModelConfig& cfg) {
+  const int C = cfg.channels;
+  std::vector<ParamTensor> t;
+  auto add = [&t](std::string name, std::vector<int> shape) {
+    const bool decay = shape.size() >= 2;  // matrices and embeddings; not norms or biases
+    const bool is_weight = name.compare(name.size() - 7, 7, ".weight") == 0;
+    ParamInit init = is_weight ? ParamInit::kOnes : ParamInit::kZeros;
+    if (decay) {
+      const bool residual = name.find("c_proj.weight") != std::string::npos;
+      init = residual ? ParamInit::kNormalResidual : ParamInit::kNormal;
+    }
+    t.push_back({std::move(name), std::move(shape), 0, 0, decay, init, -1});
+  };
+  add("transformer.wte.weight", {cfg.padded_vocab, C});
+  t.back().init_rows = cfg.vocab;  // padding rows V..Vp-1 stay 0
+  add("transformer.wpe.weight", {cfg.max_seq, C});
+  for (int l = 0; l < cfg.layers; ++l) {
+    add(layer_name(l, "ln_1.weight"), {C});
+    add(layer_name(l, "ln_1.bias"), {C});
+    add(layer_name(l, "attn.c_attn.weight"), {3 * C, C});
+    add(layer_name(l, "attn.c_attn.bias"), {3 * C});
+    add(layer_name(l, "attn.c_proj.weight"), {C, C});
+    add(layer_name(l, "attn.c_proj.bias"), {C});
+    add(layer_name(l, "ln_2.weight"), {C});
+    add(layer_name(l, "ln_2.bias"), {C});
+    add(layer_name(l, "mlp.c_fc.weight"), {4 * C, C});
+    add(layer_name(l, "mlp.c_fc.bias"), {4 * C});
+    add(layer_name(l, "mlp.c_proj.weight"), {C, 4 * C});
+    add(layer_name(l, "mlp.c_proj.bias"), {C});
+  }
+  add("transformer.ln_f.weight", {C});
+  add("transformer.ln_f.bias", {C});
+  return ParamLayout(std::move(t));
+}
+
+Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base) {
+  auto at = [&](const std::string& name) { return base + layout.get(name).offset; };
+  Gpt2Tensors t;
+  t.wte = at("transformer.wte.weight");
+  t.wpe = at("transformer.wpe.weight");
+  for (int l = 0; l < layers; ++l) {
+    Gpt2Tensors::Layer y;
+    y.ln1w = at(layer_name(l, "ln_1.weight")), y.ln1b = at(layer_name(l, "ln_1.bias"));
+    y.qkvw = at(layer_name(l, "attn.c_attn.weight")),
+    y.qkvb = at(layer_name(l, "attn.c_attn.bias"));
+    y.attprojw = at(layer_name(l, "attn.c_proj.weight"));
+    y.attprojb = at(layer_name(l, "attn.c_proj.bias"));
+    y.ln2w = at(layer_name(l, "ln_2.weight")), y.ln2b = at(layer_name(l, "ln_2.bias"));
+    y.fcw = at(layer_name(l, "mlp.c_fc.weight")), y.fcb = at(layer_name(l, "mlp.c_fc.bias"));
+    y.fcprojw = at(layer_name(l, "mlp.c_proj.weight"));
+    y.fcprojb = at(layer_name(l, "mlp.c_proj.bias"));
+    t.layers.push_back(y);
+  }
+  t.lnfw = at("transformer.ln_f.weight");
+  t.lnfb = at("transformer.ln_f.bias");
+  return t;
+}
+
+size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
+  Acts counting;
+  ArenaCarver arena(nullptr);
+  carve_gpt2_activations(counting, arena, cfg, attention, B, T);
+  return arena.used();
+}
+
+Gpt2::Gpt2(const ModelConfig& cfg, const ModelOptions& o)
+    : Model(cfg, gpt2_param_layout(cfg), o), arena_(activation_floats(cfg, o.batch, o.seq, o.attention)) {
+  wt_ = gpt2_tensors(layout_, cfg.layers, w_.data());
+  gt_ = gpt2_tensors(layout_, cfg.layers, g_.data());
+  ArenaCarver arena(arena_.data());
+  carve_gpt2_activations(act_, arena, cfg, o.attention, o.batch, o.seq);
+}
+
+void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
+  const Gpt2Tensors::Layer& w = wt_.layers[l];
+  const LayerActs& a = act_.layers[l];
+  const int N = B * T, C = cfg_.channels;
+  pick(layernorm_forward<float>, layernorm_forward_fast)(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
+  linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);
+  attention_fwd(a.atty, a.att, a.qkv, B, T);
+  linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, N, C, C);
+  pick(residual_forward<float>, residual_forward_fast)(a.res2, res_in, a.attproj, size_t(N) * C);
+  pick(layernorm_forward<float>, layernorm_forward_fast)(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
+  linear_fwd(a.fch, a.ln2, w.fcw, w.fcb, N, C, 4 * C);
+  pick(gelu_forward<float>, gelu_forward_fast)(a.fch_gelu, a.fch, size_t(N) * 4 * C);
+  linear_fwd(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
+  pick(residual_forward<float>, residual_forward_fast)(a.res3, a.res2, a.fcproj, size_t(N) * C);
+}
+
+float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+  const int N = B * T, C = cfg_.channels, Vp = cfg_.padded_vocab;
+  begin_forward(inputs, targets, B, T);
+  pick(embed_forward<float>, embed_forward_fast)(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T, C);
+  const float* res = act_.encoded;
+  for (int l = 0; l < cfg_.layers; ++l) {
+    layer_forward(l, res, B, T);
+    res = act_.layers[l].res3;
+  }
+  pick(layernorm_forward<float>, layernorm_forward_fast)(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N, C);
+  linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, N, C, Vp);
+  if (!targets) return 0.0f;
+  return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
+}
+
+// On entry dres holds the gradient of the layer's output (res3); on return, of its input.
+// Each residual add's backward routes the gradient unchanged to the skip path and the branch.
+void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T) {
+  const Gpt2Tensors::Layer& w = wt_.layers[l];
+  const Gpt2Tensors::Layer& g = gt_.layers[l];
+  const LayerActs& a = act_.layers[l];
+  const int N = B * T, C = cfg_.channels;
+  const size_t NC = size_t(N) * C;
+  // MLP half: res3 = res2 + fcproj(gelu(fc(LN2(res2)))).
+  zero(act_.dres2, NC), zero(act_.dbranch, NC);
+  pick(residual_backward<float>, residual_backward_fast)(act_.dres2, act_.dbranch, dres, NC);
+  zero(act_.dfch_gelu, NC * 4), zero(act_.dfch, NC * 4), zero(act_.dln, NC);
+  linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, N, 4 * C,
+             C);
+  pick(gelu_backward<float>, gelu_backward_fast)(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
+  linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C);
+  pick(layernorm_backward<float>, layernorm_backward_fast)(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean,
+                          a.ln2_rstd, N, C);
+  // Attention half: res2 = res_in + attproj(attn(qkv(LN1(res_in)))).
+  zero(dres, NC), zero(act_.dbranch, NC);
+  pick(residual_backward<float>, residual_backward_fast)(dres, act_.dbranch, act_.dres2, NC);
+  zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
+  linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
+  attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
+  linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
+  pick(layernorm_backward<float>, layernorm_backward_fast)(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N,
+                          C);
+}
+
+void Gpt2::backward() {
+  require_targets("Gpt2::backward");
+  const int B = last_.B, T = last_.T, N = B * T, C = cfg_.channels, L = cfg_.layers;
+  const size_t NC = size_t(N) * C;
+  const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
+  zero(act_.dln, NC);
+  linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, N, C, cfg_.padded_vocab);
+  zero(act_.dres, NC);
+  pick(layernorm_backward<float>, layernorm_backward_fast)(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, res_last, wt_.lnfw,
+                          act_.lnf_mean, act_.lnf_rstd, N, C);
+  for (int l = L - 1; l >= 0; --l) {
+    layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
+  }
+  pick(embed_backward<float>, embed_backward_fast)(gt_.wte, gt_.wpe, act_.dres, last_.inputs, B, T, C);
+}
+
+}  // namespace reftrain

@@ -1,0 +1,217 @@
+#include "core/model/llama.h"
+
+#include <algorithm>
+#include <string>
+
+#include "ops/activation.h"
+#include "ops/embed.h"
+#include "ops/norm.h"
+#include "ops/residual.h"
+#include "ops/rope.h"
+
+namespace reftrain {
+
+namespace {
+
+std::string layer_name(int l, const char* rest) {
+  return "model.layers." + std::to_string(l) + "." + rest;
+}
+
+// qkv[n] = [q[n] | k[n] | v[n]]: the layout attention_forward reads, C channels each.
+void pack_qkv(float* qkv, const float* q, const float* k, const float* v, size_t N, int C) {
+#pragma omp parallel for schedule(static)
+  for (size_t n = 0; n < N; ++n) {
+    std::copy(q + n * C, q + (n + 1) * C, qkv + n * 3 * C);
+    std::copy(k + n * C, k + (n + 1) * C, qkv + n * 3 * C + C);
+    std::copy(v + n * C, v + (n + 1) * C, qkv + n * 3 * C + 2 * C);
+  }
+}
+
+// The backward of pack_qkv: splits dqkv into dq, dk, dv (written, not accumulated).
+void unpack_qkv(float* dq, float* dk, float* dv, const float* dqkv, size_t N, int C) {
+#pragma omp parallel for schedule(static)
+  for (size_t n = 0; n < N; ++n) {
+    const float* row = dqkv + n * 3 * C;
+    std::copy(row, row + C, dq + n * C);
+    std::copy(row + C, row + 2 * C, dk + n * C);
+    std::copy(row + 2 * C, row + 3 * C, dv + n * C);
+  }
+}
+
+}  // namespace
+
+template <typename A>
+void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                             AttentionKind attention, int B, int T) {
+  const size_t N = size_t(B) * T, C = cfg.channels, F = cfg.ffn, Vp = cfg.padded_vocab;
+  const size_t att = attention_state_floats(cfg, attention, B, T);  // lse or probabilities
+  a.encoded = arena.take(N * C);
+  a.layers.resize(cfg.layers);
+  for (auto& l : a.layers) {
+    l.rms1 = arena.take(N * C), l.rms1_rstd = arena.take(N), l.qkv = arena.take(N * 3 * C);
+    l.att = arena.take(att), l.atty = arena.take(N * C), l.attproj = arena.take(N * C);
+    l.res2 = arena.take(N * C), l.rms2 = arena.take(N * C), l.rms2_rstd = arena.take(N);
+    l.gate = arena.take(N * F), l.up = arena.take(N * F), l.swi = arena.take(N * F);
+    l.down = arena.take(N * C), l.res3 = arena.take(N * C);
+  }
+  a.rmsf = arena.take(N * C), a.rmsf_rstd = arena.take(N);
+  a.logits = arena.take(N * Vp), a.losses = arena.take(N);
+  a.q = arena.take(N * C), a.k = arena.take(N * C), a.v = arena.take(N * C);
+  a.qr = arena.take(N * C), a.kr = arena.take(N * C);
+  a.dres = arena.take(N * C), a.dres2 = arena.take(N * C), a.dbranch = arena.take(N * C);
+  a.dln = arena.take(N * C), a.datty = arena.take(N * C), a.dqkv = arena.take(N * 3 * C);
+  a.dgate = arena.take(N * F), a.dup = arena.take(N * F), a.dswi = arena.take(N * F);
+  a.dp = arena.take(attention_scratch_floats(cfg, attention, B, T));
+  a.dlogits = arena.take(N * Vp);
+}
+
+ParamLayout llama_param_layout(const ModelConfig& cfg) {
+  const int C = cfg.channels, F = cfg.ffn;
+  std::vector<ParamTensor> t;
+  auto add = [&t](std::string name, std::vector<int> shape, ParamInit init) {
+    const bool decay = shape.size() >= 2;  // matrices and embeddings; not norms
+    t.push_back({std::move(name), std::move(shape), 0, 0, decay, init, -1});
+  };
+  add("model.embed_tokens.weight", {cfg.padded_vocab, C}, ParamInit::kNormal);
+  t.back().init_rows = cfg.vocab;
+  for (int l = 0; l < cfg.layers; ++l) {
+    add(layer_name(l, "input_layernorm.weight"), {C}, ParamInit::kOnes);
+    add(layer_name(l, "self_attn.q_proj.weight"), {C, C}, ParamInit::kNormal);
+    add(layer_name(l, "self_attn.k_proj.weight"), {C, C}, ParamInit::kNormal);
+    add(layer_name(l, "self_attn.v_proj.weight"), {C, C}, ParamInit::kNormal);
+    add(layer_name(l, "self_attn.o_proj.weight"), {C, C}, ParamInit::kNormalResidual);
+    add(layer_name(l, "post_attention_layernorm.weight"), {C}, ParamInit::kOnes);
+    add(layer_name(l, "mlp.gate_proj.weight"), {F, C}, ParamInit::kNormal);
+    add(layer_name(l, "mlp.up_proj.weight"), {F, C}, ParamInit::kNormal);
+    add(layer_name(l, "mlp.down_proj.weight"), {C, F}, ParamInit::kNormalResidual);
+  }
+  add("model.norm.weight", {C}, ParamInit::kOnes);
+  add("lm_head.weight", {cfg.padded_vocab, C}, ParamInit::kNormal);
+  t.back().init_rows = cfg.vocab;
+  return ParamLayout(std::move(t));
+}
+
+LlamaTensors llama_tensors(const ParamLayout& layout, int layers, float* base) {
+  auto at = [&](const std::string& name) { return base + layout.get(name).offset; };
+  LlamaTensors t;
+  t.emb = at("model.embed_tokens.weight");
+  for (int l = 0; l < layers; ++l) {
+    LlamaTensors::Layer y;
+    y.rms1w = at(layer_name(l, "input_layernorm.weight"));
+    y.wq = at(layer_name(l, "self_attn.q_proj.weight"));
+    y.wk = at(layer_name(l, "self_attn.k_proj.weight"));
+    y.wv = at(layer_name(l, "self_attn.v_proj.weight"));
+    y.wo = at(layer_name(l, "self_attn.o_proj.weight"));
+    y.rms2w = at(layer_name(l, "post_attention_layernorm.weight"));
+    y.wgate = at(layer_name(l, "mlp.gate_proj.weight"));
+    y.wup = at(layer_name(l, "mlp.up_proj.weight"));
+    y.wdown = at(layer_name(l, "mlp.down_proj.weight"));
+    t.layers.push_back(y);
+  }
+  t.rmsfw = at("model.norm.weight");
+  t.head = at("lm_head.weight");
+  return t;
+}
+
+size_t Llama::activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
+  Acts counting;
+  ArenaCarver arena(nullptr);
+  carve_llama_activations(counting, arena, cfg, attention, B, T);
+  return arena.used();
+}
+
+Llama::Llama(const ModelConfig& cfg, const ModelOptions& o)
+    : Model(cfg, llama_param_layout(cfg), o), arena_(activation_floats(cfg, o.batch, o.seq, o.attention)) {
+  wt_ = llama_tensors(layout_, cfg.layers, w_.data());
+  gt_ = llama_tensors(layout_, cfg.layers, g_.data());
+  ArenaCarver arena(arena_.data());
+  carve_llama_activations(act_, arena, cfg, o.attention, o.batch, o.seq);
+}
+
+void Llama::layer_forward(int l, const float* res_in, int B, int T) {
+  const LlamaTensors::Layer& w = wt_.layers[l];
+  const LayerActs& a = act_.layers[l];
+  const int N = B * T, C = cfg_.channels, F = cfg_.ffn, NH = cfg_.heads;
+  const size_t NC = size_t(N) * C, NF = size_t(N) * F;
+  pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(a.rms1, a.rms1_rstd, res_in, w.rms1w, N, C);
+  linear_fwd(act_.q, a.rms1, w.wq, nullptr, N, C, C);
+  linear_fwd(act_.k, a.rms1, w.wk, nullptr, N, C, C);
+  linear_fwd(act_.v, a.rms1, w.wv, nullptr, N, C, C);
+  pick(rope_forward<float>, rope_forward_fast)(act_.qr, act_.q, B, T, NH, C / NH, cfg_.rope_theta);
+  pick(rope_forward<float>, rope_forward_fast)(act_.kr, act_.k, B, T, NH, C / NH, cfg_.rope_theta);
+  pack_qkv(a.qkv, act_.qr, act_.kr, act_.v, N, C);
+  attention_fwd(a.atty, a.att, a.qkv, B, T);
+  linear_fwd(a.attproj, a.atty, w.wo, nullptr, N, C, C);
+  pick(residual_forward<float>, residual_forward_fast)(a.res2, res_in, a.attproj, NC);
+  pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(a.rms2, a.rms2_rstd, a.res2, w.rms2w, N, C);
+  linear_fwd(a.gate, a.rms2, w.wgate, nullptr, N, C, F);
+  linear_fwd(a.up, a.rms2, w.wup, nullptr, N, C, F);
+  pick(swiglu_forward<float>, swiglu_forward_fast)(a.swi, a.gate, a.up, NF);
+  linear_fwd(a.down, a.swi, w.wdown, nullptr, N, F, C);
+  pick(residual_forward<float>, residual_forward_fast)(a.res3, a.res2, a.down, NC);
+}
+
+float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+  const int N = B * T, C = cfg_.channels;
+  begin_forward(inputs, targets, B, T);
+  pick(token_embed_forward<float>, token_embed_forward_fast)(act_.encoded, inputs, wt_.emb, size_t(N), C);
+  const float* res = act_.encoded;
+  for (int l = 0; l < cfg_.layers; ++l) {
+    layer_forward(l, res, B, T);
+    res = act_.layers[l].res3;
+  }
+  pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(act_.rmsf, act_.rmsf_rstd, res, wt_.rmsfw, N, C);
+  linear_fwd(act_.logits, act_.rmsf, wt_.head, nullptr, N, C, cfg_.padded_vocab);
+  if (!targets) return 0.0f;
+  return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
+}
+
+// On entry dres holds the gradient of the layer's output (res3); on return, of its input.
+void Llama::layer_backward(int l, const float* res_in, float* dres, int B, int T) {
+  const LlamaTensors::Layer& w = wt_.layers[l];
+  const LlamaTensors::Layer& g = gt_.layers[l];
+  const LayerActs& a = act_.layers[l];
+  const int N = B * T, C = cfg_.channels, F = cfg_.ffn, NH = cfg_.heads;
+  const size_t NC = size_t(N) * C, NF = size_t(N) * F;
+  // MLP half: res3 = res2 + down(swiglu(gate(RMS2(res2)), up(RMS2(res2)))).
+  zero(act_.dres2, NC), zero(act_.dbranch, NC);
+  pick(residual_backward<float>, residual_backward_fast)(act_.dres2, act_.dbranch, dres, NC);
+  zero(act_.dswi, NF), zero(act_.dgate, NF), zero(act_.dup, NF), zero(act_.dln, NC);
+  linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, N, F, C);
+  pick(swiglu_backward<float>, swiglu_backward_fast)(act_.dgate, act_.dup, act_.dswi, a.gate, a.up, NF);
+  linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, N, C, F);
+  linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, N, C, F);
+  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(act_.dres2, g.rms2w, act_.dln, a.res2, w.rms2w, a.rms2_rstd, N, C);
+  // Attention half: res2 = res_in + o(attn(rope(q(x)), rope(k(x)), v(x))), x = RMS1(res_in).
+  zero(dres, NC), zero(act_.dbranch, NC);
+  pick(residual_backward<float>, residual_backward_fast)(dres, act_.dbranch, act_.dres2, NC);
+  zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
+  linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, N, C, C);
+  attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
+  unpack_qkv(act_.qr, act_.kr, act_.v, act_.dqkv, N, C);  // now dq, dk after RoPE, and dv
+  zero(act_.q, NC), zero(act_.k, NC);
+  pick(rope_backward<float>, rope_backward_fast)(act_.q, act_.qr, B, T, NH, C / NH, cfg_.rope_theta);
+  pick(rope_backward<float>, rope_backward_fast)(act_.k, act_.kr, B, T, NH, C / NH, cfg_.rope_theta);
+  linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, N, C, C);
+  linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, N, C, C);
+  linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, N, C, C);
+  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(dres, g.rms1w, act_.dln, res_in, w.rms1w, a.rms1_rstd, N, C);
+}
+
+void Llama::backward() {
+  require_targets("Llama::backward");
+  const int B = last_.B, T = last_.T, N = B * T, C = cfg_.channels, L = cfg_.layers;
+  const size_t NC = size_t(N) * C;
+  const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
+  zero(act_.dln, NC);
+  linear_bwd(act_.dln, gt_.head, nullptr, act_.dlogits, act_.rmsf, wt_.head, N, C,
+             cfg_.padded_vocab);
+  zero(act_.dres, NC);
+  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(act_.dres, gt_.rmsfw, act_.dln, res_last, wt_.rmsfw, act_.rmsf_rstd, N, C);
+  for (int l = L - 1; l >= 0; --l) {
+    layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
+  }
+  pick(token_embed_backward<float>, token_embed_backward_fast)(gt_.emb, act_.dres, last_.inputs, size_t(N), C);
+}
+
+}  // namespace reftrain

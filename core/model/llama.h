@@ -1,0 +1,68 @@
+// The llama family (DESIGN.md; the llm.istanbul pipeline of seed 004): x = emb[tok]; per layer
+// x += Wo·attn(rope(Wq·RMS1(x)), rope(Wk·RMS1(x)), Wv·RMS1(x)),
+// x += Wdown·(silu(Wgate·RMS2(x)) ⊙ Wup·RMS2(x)); logits = RMSf(x)·Wheadᵀ (untied), no biases.
+// RMSNorm eps 1e-5; RoPE θ = rope_theta, rotate-half pairing (i, i + hs/2), positions 0..T-1.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/model/model.h"
+
+namespace reftrain {
+
+// Views of one mega-buffer (weights or gradients) by tensor, in Hugging Face's llama naming.
+struct LlamaTensors {
+  struct Layer {
+    float* rms1w;                // model.layers.{l}.input_layernorm.weight          [C]
+    float *wq, *wk, *wv, *wo;    // model.layers.{l}.self_attn.{q,k,v,o}_proj.weight [C,C]
+    float* rms2w;                // model.layers.{l}.post_attention_layernorm.weight [C]
+    float *wgate, *wup, *wdown;  // model.layers.{l}.mlp.{gate,up}_proj.weight [F,C], down [C,F]
+  };
+  float* emb;  // model.embed_tokens.weight [Vp,C]
+  std::vector<Layer> layers;
+  float* rmsfw;  // model.norm.weight [C]
+  float* head;   // lm_head.weight [Vp,C]
+};
+
+ParamLayout llama_param_layout(const ModelConfig& cfg);
+LlamaTensors llama_tensors(const ParamLayout& layout, int layers, float* base);
+
+class Llama : public Model {
+ public:
+  Llama(const ModelConfig& cfg, const ModelOptions& options);
+
+  static size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention);
+
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T) override;
+  void backward() override;
+  const float* logits() const override { return act_.logits; }
+
+ private:
+  struct LayerActs {
+    // qkv: rotated q, k, and v; att: the attention's saved state (lse, or the probabilities)
+    float *rms1, *rms1_rstd, *qkv, *att, *atty, *attproj, *res2;
+    float *rms2, *rms2_rstd, *gate, *up, *swi, *down, *res3;
+  };
+  struct Acts {
+    float* encoded;
+    std::vector<LayerActs> layers;
+    float *rmsf, *rmsf_rstd, *logits, *losses;
+    // q, k, v before packing (forward) and their gradients (backward), [N,C] each, shared by
+    // every layer: q and k are q, k before RoPE, qr and kr after.
+    float *q, *k, *v, *qr, *kr;
+    // Backward scratch, reused by every layer.
+    float *dres, *dres2, *dbranch, *dln, *datty, *dqkv, *dgate, *dup, *dswi, *dp, *dlogits;
+  };
+  template <typename A>
+  friend void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
+                                      AttentionKind attention, int B, int T);
+  void layer_forward(int l, const float* res_in, int B, int T);
+  void layer_backward(int l, const float* res_in, float* dres, int B, int T);
+
+  AlignedBuffer<float> arena_;
+  LlamaTensors wt_, gt_;
+  Acts act_;
+};
+
+}  // namespace reftrain

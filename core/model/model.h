@@ -1,0 +1,125 @@
+// Model: what the trainer needs from a model family (gpt2, llama). The parameters live in one
+// fp32 mega-buffer `w` described by a ParamLayout, with gradients `g` in the same layout and,
+// in mixed precision, the fp16 mirror `w16`. Activations live in an arena each family sizes
+// at construction for (B, T); nothing allocates inside a step.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "simd/aligned_buffer.h"
+#include "core/model/model_config.h"
+#include "core/model/param_layout.h"
+#include "ops/cast.h"
+#include "ops/matmul.h"
+
+namespace reftrain {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  const ParamLayout& layout() const { return layout_; }
+  Precision precision() const { return precision_; }
+  AttentionKind attention() const { return attention_; }
+  MatmulKind matmul() const { return matmul_.kind(); }
+  Kernels kernels() const { return kernels_; }
+  float* weights() { return w_.data(); }
+  const float* weights() const { return w_.data(); }
+  float* grads() { return g_.data(); }
+  // The fp16 mirror of the weights (mixed precision), null in fp32. The optimizer writes it
+  // (adamw_update_f16); nothing else may.
+  const f16* mirror() const { return w16_.data(); }
+  f16* mirror() { return w16_.data(); }
+
+  // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
+  // CounterRng(seed, kInit).normal(i); then refreshes the mirror.
+  void init_weights(uint64_t seed);
+  // w16 = f16(clamp(w, ±65504)) (round-to-nearest-even), in mixed precision; call after every
+  // change of the weights.
+  void refresh_mirror();
+
+  // Forward over B×T tokens (≤ the construction sizes). With targets, returns the mean loss
+  // (cross-entropy + z·mean(lse²)) and keeps dlogits for backward(); without, fills logits only.
+  virtual float forward(const int32_t* inputs, const int32_t* targets, int B, int T) = 0;
+  // Accumulates (+=) the gradient of the last forward's loss into grads().
+  virtual void backward() = 0;
+  // Logits [B,T,Vp] of the last forward.
+  virtual const float* logits() const = 0;
+
+ protected:
+  // Throws std::invalid_argument when options.kernels is kReference with another matmul than
+  // naive or another attention than materialised.
+  Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& options);
+
+  // The version of a kernel this model runs: `ref`, the reference (the plain name), or `fast`,
+  // its production version (`_fast`), as options.kernels says.
+  template <typename F>
+  F pick(F ref, F fast) const {
+    return kernels_ == Kernels::kFast ? fast : ref;
+  }
+  static void zero(float* p, size_t n) { std::fill(p, p + n, 0.0f); }
+
+  // A linear layer's products (ops/linear.h) with the model's matmul variant. The two that read
+  // the weight (forward, backward-data) read w16 in mixed precision, widened to f32 as the
+  // product packs it; w otherwise. `w` points into w_.
+  void linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
+                  int O) const;
+  void linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                  const float* w, int N, int K, int O) const;
+  // Causal self-attention with the model's kernel. att is what the backward needs of the
+  // forward: lse [B,NH,T] (fused) or the probabilities [B,NH,T,T] (materialised, which also
+  // uses dp [B,NH,T] as scratch; the fused kernel ignores it). out is the forward's output.
+  void attention_fwd(float* out, float* att, const float* qkv, int B, int T) const;
+  void attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv, const float* out,
+                     const float* att, int B, int T) const;
+
+  // Cross-entropy (+ z-loss) of every position with dlogits fused (scaled by 1/N), and the mean
+  // of the per-position losses summed in position order.
+  float mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
+                  int N) const;
+
+  // What backward() needs to know about the last forward: its sizes and tokens, and whether it
+  // had targets (so dlogits exist).
+  struct LastForward {
+    int B = 0, T = 0;
+    const int32_t* inputs = nullptr;
+    bool has_targets = false;
+  };
+  void begin_forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+    last_ = {B, T, inputs, targets != nullptr};
+  }
+  // Throws std::logic_error when the last forward had no targets (a programming error).
+  void require_targets(const char* who) const;
+
+  LastForward last_;
+  ModelConfig cfg_;
+  ParamLayout layout_;
+  Precision precision_;
+  AttentionKind attention_;
+  Kernels kernels_;
+  float z_loss_;
+  AlignedBuffer<float> w_, g_;
+  AlignedBuffer<f16> w16_;
+  Matmul matmul_;  // the variant and its packing workspace, sized at construction
+};
+
+ParamLayout param_layout(const ModelConfig& cfg);
+// Floats of one layer's saved attention state (att) and of the attention backward's scratch
+// (dp) for `kind` at (B, T).
+size_t attention_state_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T);
+size_t attention_scratch_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T);
+// Floats of activation arena a model of `cfg` needs at (B, T).
+size_t activation_floats(const ModelConfig& cfg, int B, int T,
+                         AttentionKind attention = AttentionKind::kFused);
+// Bytes of the matmul workspace a model of `cfg` allocates (per thread, for the current
+// omp_get_max_threads()).
+size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul);
+// A model of cfg.arch's family, sized and configured by `options`.
+std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelOptions& options);
+
+}  // namespace reftrain

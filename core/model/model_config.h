@@ -1,0 +1,71 @@
+// A model's shape and the choices that change how it computes (precision, attention, matmul,
+// reference or fast kernels), with the one name table of each choice.
+#pragma once
+
+#include "core/base/names.h"
+#include "ops/kernels.h"
+#include "ops/matmul.h"
+
+namespace reftrain {
+
+enum class Arch { kGpt2, kLlama };
+// fp32: everything in fp32. mixed: the matmuls that read a weight read its fp16 mirror,
+// widened to f32 at load; activations, gradients and the optimizer stay fp32.
+enum class Precision { kFp32, kMixed };
+// fused: online softmax, only the row logsumexp [B,NH,T] kept for the backward
+// (attention_forward_fast in ops/attention.h). materialised: the reference, keeping the
+// probabilities [B,NH,T,T].
+enum class AttentionKind { kFused, kMaterialised };
+
+struct ModelConfig {
+  Arch arch = Arch::kGpt2;
+  int layers = 0;        // L
+  int heads = 0;         // NH
+  int channels = 0;      // C
+  int max_seq = 0;       // maxT: rows of the position table, the longest T a run may use
+  int vocab = 0;         // V: token ids are < V
+  int padded_vocab = 0;  // Vp ≥ V: rows of wte, rounded up for alignment (llm.c pads to 64·k)
+  int ffn = 0;           // llama: F, the SwiGLU hidden width (gpt2 uses 4C)
+  double rope_theta = 10000.0;  // llama: RoPE base
+};
+
+// How a model instance computes: the largest batch it is sized for and the kernels it runs.
+// Kernels::kReference requires the naive matmul and the materialised attention.
+struct ModelOptions {
+  int batch = 1;  // B: the arena holds activations for up to B×T tokens
+  int seq = 1;    // T
+  Precision precision = Precision::kFp32;
+  float z_loss = 0.0f;  // z in loss = CE + z·mean(lse²)
+  AttentionKind attention = AttentionKind::kFused;
+  MatmulKind matmul = MatmulKind::kBlocked;
+  Kernels kernels = Kernels::kFast;
+};
+
+template <>
+struct EnumNames<Arch> {
+  static constexpr NamedValue<Arch> values[] = {{Arch::kGpt2, "gpt2"}, {Arch::kLlama, "llama"}};
+};
+template <>
+struct EnumNames<Precision> {
+  static constexpr NamedValue<Precision> values[] = {{Precision::kFp32, "fp32"},
+                                                     {Precision::kMixed, "mixed"}};
+};
+template <>
+struct EnumNames<AttentionKind> {
+  static constexpr NamedValue<AttentionKind> values[] = {
+      {AttentionKind::kFused, "fused"}, {AttentionKind::kMaterialised, "materialised"}};
+};
+template <>
+struct EnumNames<MatmulKind> {
+  static constexpr NamedValue<MatmulKind> values[] = {{MatmulKind::kNaive, "naive"},
+                                                      {MatmulKind::kTiled, "tiled"},
+                                                      {MatmulKind::kBlocked, "blocked"},
+                                                      {MatmulKind::kEigen, "eigen"}};
+};
+template <>
+struct EnumNames<Kernels> {
+  static constexpr NamedValue<Kernels> values[] = {{Kernels::kReference, "reference"},
+                                                   {Kernels::kFast, "fast"}};
+};
+
+}  // namespace reftrain

@@ -1,0 +1,543 @@
+#include "core/train/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cfloat>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include "core/formats/atomic_file.h"
+#include "core/train/data.h"
+#include "core/base/error.h"
+#include "optim/adamw8bit.h"
+#include "optim/schedule.h"
+
+namespace reftrain {
+
+namespace fs = std::filesystem;
+
+// ---- configuration as JSON, exact both ways ----------------------------------------------------
+
+Json model_config_json(const ModelConfig& m) {
+  return {{"arch", enum_name(m.arch)},      {"layers", m.layers},   {"heads", m.heads},
+          {"channels", m.channels},         {"max_seq", m.max_seq}, {"vocab", m.vocab},
+          {"padded_vocab", m.padded_vocab}, {"ffn", m.ffn},         {"rope_theta", m.rope_theta}};
+}
+
+Json train_config_json(const TrainConfig& t) {
+  return {{"batch", t.batch},
+          {"seq", t.seq},
+          {"steps", t.steps},
+          {"lr", json_float(t.lr)},
+          {"min_lr", json_float(t.min_lr)},
+          {"wd", json_float(t.wd)},
+          {"beta1", json_float(t.beta1)},
+          {"beta2", json_float(t.beta2)},
+          {"eps", json_float(t.eps)},
+          {"clip", json_float(t.clip)},
+          {"warmup", t.warmup},
+          {"schedule", enum_name(t.schedule)},
+          {"seed", t.seed},
+          {"val_every", t.val_every},
+          {"val_batches", t.val_batches},
+          {"z_loss", json_float(t.z_loss)},
+          {"precision", enum_name(t.precision)},
+          {"optimizer", enum_name(t.optimizer)},
+          {"attention", enum_name(t.attention)},
+          {"matmul", enum_name(t.matmul)}};
+}
+
+namespace {
+
+// Typed, range-checked reads of one JSON object's fields; errors name the field.
+class Fields {
+ public:
+  Fields(Json j, std::string where) : j_(std::move(j)), where_(std::move(where)) {
+    if (!j_.is_object()) throw std::runtime_error(where_ + " is not a JSON object");
+  }
+  // An integer in [lo, hi] (0 <= hi). JSON's non-negative integers parse as unsigned.
+  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
+    const Json& v = at(key);
+    if (!v.is_number_integer()) bad(key, "an integer");
+    const bool negative = !v.is_number_unsigned() && v.get<int64_t>() < 0;
+    if (!negative && v.get<uint64_t>() > uint64_t(hi)) bad(key, "at most " + std::to_string(hi));
+    const int64_t x = v.get<int64_t>();
+    if (x < lo) bad(key, "at least " + std::to_string(lo));
+    return x;
+  }
+  uint64_t unsigned64(const char* key) const {
+    const Json& v = at(key);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
+      bad(key, "an integer >= 0");
+    }
+    return v.get<uint64_t>();
+  }
+  double real(const char* key) const {
+    const Json& v = at(key);
+    if (!v.is_number() || !std::isfinite(v.get<double>())) bad(key, "a finite number");
+    return v.get<double>();
+  }
+  // The float that json_float wrote as this value: float(d) or a neighbour, never a rounding of
+  // a rounding (so the resumed run's hyperparameters are bit-identical).
+  float real32(const char* key) const {
+    const double d = real(key);
+    if (std::fabs(d) > double(FLT_MAX)) bad(key, "within the float range");
+    const float x = float(d);
+    for (float c : {x, std::nextafter(x, -FLT_MAX), std::nextafter(x, FLT_MAX)}) {
+      if (json_float(c) == d) return c;
+    }
+    bad(key, "a float value as reftrain writes it");
+  }
+  std::string text(const char* key) const {
+    const Json& v = at(key);
+    if (!v.is_string()) bad(key, "a string");
+    return v.get<std::string>();
+  }
+  template <typename E>
+  E choice(const char* key, std::initializer_list<std::pair<const char*, E>> options) const {
+    const std::string s = text(key);
+    for (const auto& [name, value] : options) {
+      if (s == name) return value;
+    }
+    bad(key, "one of the known names, not '" + s + "'");
+  }
+
+ private:
+  const Json& at(const char* key) const {
+    if (!j_.contains(key)) throw std::runtime_error(where_ + " lacks \"" + key + "\"");
+    return j_.at(key);
+  }
+  [[noreturn]] void bad(const char* key, const std::string& want) const {
+    throw std::runtime_error(where_ + "." + key + " must be " + want);
+  }
+  Json j_;
+  std::string where_;
+};
+
+ModelConfig parse_model(const Json& j) {
+  const Fields f(j, "config.model");
+  ModelConfig m;
+  m.arch = f.choice<Arch>("arch", {{"gpt2", Arch::kGpt2}, {"llama", Arch::kLlama}});
+  // Bounds before anything is sized from these: a corrupt file must not allocate terabytes.
+  m.layers = int(f.integer("layers", 1, 1024));
+  m.heads = int(f.integer("heads", 1, 1024));
+  m.channels = int(f.integer("channels", 1, 1 << 16));
+  m.max_seq = int(f.integer("max_seq", 1, 1 << 20));
+  m.vocab = int(f.integer("vocab", 1, 1 << 20));
+  m.padded_vocab = int(f.integer("padded_vocab", m.vocab, 1 << 20));
+  m.ffn = int(f.integer("ffn", m.arch == Arch::kLlama ? 1 : 0, 1 << 20));
+  m.rope_theta = f.real("rope_theta");
+  if (!(m.rope_theta > 0)) throw std::runtime_error("config.model.rope_theta must be positive");
+  return m;
+}
+
+TrainConfig parse_train(const Json& j) {
+  const Fields f(j, "config.train");
+  TrainConfig t;
+  t.batch = int(f.integer("batch", 1, 1 << 20));
+  t.seq = int(f.integer("seq", 1, 1 << 20));
+  t.steps = int(f.integer("steps", 1, INT32_MAX));
+  t.lr = f.real32("lr"), t.min_lr = f.real32("min_lr"), t.wd = f.real32("wd");
+  t.beta1 = f.real32("beta1"), t.beta2 = f.real32("beta2"), t.eps = f.real32("eps");
+  t.clip = f.real32("clip");
+  t.warmup = int(f.integer("warmup", 0, INT32_MAX));
+  t.schedule = f.choice<Schedule>(
+      "schedule", {{"cosine", Schedule::kCosine}, {"constant", Schedule::kConstant}});
+  t.seed = f.unsigned64("seed");
+  t.val_every = int(f.integer("val_every", 0, INT32_MAX));
+  t.val_batches = int(f.integer("val_batches", 0, 1 << 20));
+  t.z_loss = f.real32("z_loss");
+  t.precision =
+      f.choice<Precision>("precision", {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
+  t.optimizer = f.choice<Optimizer>(
+      "optimizer", {{"adamw", Optimizer::kAdamW}, {"adamw8bit", Optimizer::kAdamW8bit}});
+  t.attention = f.choice<AttentionKind>(
+      "attention",
+      {{"fused", AttentionKind::kFused}, {"materialised", AttentionKind::kMaterialised}});
+  t.matmul = f.choice<MatmulKind>("matmul", {{"naive", MatmulKind::kNaive},
+                                             {"tiled", MatmulKind::kTiled},
+                                             {"blocked", MatmulKind::kBlocked},
+                                             {"eigen", MatmulKind::kEigen}});
+  return t;
+}
+
+uint64_t parse_hash(const std::string& s) {
+  const std::string prefix = "fnv1a64:";
+  const bool ok = s.size() == prefix.size() + 16 && s.compare(0, prefix.size(), prefix) == 0 &&
+                  s.find_first_not_of("0123456789abcdef", prefix.size()) == std::string::npos;
+  if (!ok) throw std::runtime_error("data.hash must look like fnv1a64:<16 hex digits>");
+  return std::strtoull(s.c_str() + prefix.size(), nullptr, 16);
+}
+
+// ---- the tensors: one list drives saving, validating and restoring ----------------------------
+
+enum class Buf { kWeights, kM, kV, kMCodes, kVCodes, kMScales, kVScales };
+
+struct StateTensor {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  Buf buf;
+  size_t offset;  // elements into the buffer
+  size_t bytes;
+};
+
+std::vector<StateTensor> state_tensors(const ParamLayout& layout, Optimizer kind) {
+  std::vector<StateTensor> out;
+  auto add = [&out](std::string name, DType dtype, std::vector<int64_t> shape, Buf buf,
+                    size_t offset) {
+    size_t bytes = dtype_size(dtype);
+    for (int64_t d : shape) bytes *= size_t(d);
+    out.push_back({std::move(name), dtype, std::move(shape), buf, offset, bytes});
+  };
+  for (const ParamTensor& t : layout.tensors()) {
+    add(t.name, DType::kF32, std::vector<int64_t>(t.shape.begin(), t.shape.end()), Buf::kWeights,
+        t.offset);
+  }
+  if (kind == Optimizer::kAdamW) {
+    for (const ParamTensor& t : layout.tensors()) {
+      const std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
+      add("optimizer.m." + t.name, DType::kF32, shape, Buf::kM, t.offset);
+      add("optimizer.v." + t.name, DType::kF32, shape, Buf::kV, t.offset);
+    }
+  } else {
+    const int64_t codes = int64_t(quant_words(layout.total()) * 4);
+    const int64_t scales = int64_t(quant_scale_count(layout.wd_end(), layout.total()));
+    add("optimizer.m_codes", DType::kU8, {codes}, Buf::kMCodes, 0);
+    add("optimizer.v_codes", DType::kU8, {codes}, Buf::kVCodes, 0);
+    add("optimizer.m_scales", DType::kF32, {scales}, Buf::kMScales, 0);
+    add("optimizer.v_scales", DType::kF32, {scales}, Buf::kVScales, 0);
+  }
+  return out;
+}
+
+// Where optimizer tensor `b` lives (the weights live in the model).
+uint8_t* optimizer_buffer(Buf b, OptimizerState& opt, size_t offset) {
+  switch (b) {
+    case Buf::kM:
+      return reinterpret_cast<uint8_t*>(opt.m().data() + offset);
+    case Buf::kV:
+      return reinterpret_cast<uint8_t*>(opt.v().data() + offset);
+    case Buf::kMCodes:
+      return reinterpret_cast<uint8_t*>(opt.m_codes().data()) + offset;
+    case Buf::kVCodes:
+      return reinterpret_cast<uint8_t*>(opt.v_codes().data()) + offset;
+    case Buf::kMScales:
+      return reinterpret_cast<uint8_t*>(opt.m_scales().data() + offset);
+    case Buf::kVScales:
+      return reinterpret_cast<uint8_t*>(opt.v_scales().data() + offset);
+    case Buf::kWeights:
+      break;
+  }
+  throw std::logic_error("optimizer_buffer: the weights are the model's");
+}
+
+// ---- metadata ---------------------------------------------------------------------------------
+
+Json layout_json(const ParamLayout& layout) {
+  Json offsets = Json::object();
+  for (const ParamTensor& t : layout.tensors()) offsets[t.name] = t.offset;
+  return {{"total", layout.total()}, {"wd_end", layout.wd_end()}, {"offsets", offsets}};
+}
+
+// The derived state, written for people and GPU twins: nothing here is read back, since the
+// generator is counter-based and the schedule a function of (config, step).
+void add_derived_state(std::map<std::string, std::string>& md, const CheckpointMeta& m,
+                       const ParamLayout& layout) {
+  const TrainConfig& t = m.train;
+  const LrSchedule s{t.lr, t.min_lr, t.warmup, t.steps, t.schedule};
+  md["rng"] =
+      json_text(Json{{"generator", "philox4x32-10"},
+                     {"seed", t.seed},
+                     {"state", "counter-based: every draw is a function of (seed, stream, index)"},
+                     {"next_train_batch", m.step}});
+  md["schedule"] = json_text(
+      Json{{"kind", enum_name(t.schedule)},
+           {"lr", json_float(t.lr)},
+           {"min_lr", json_float(t.min_lr)},
+           {"warmup", t.warmup},
+           {"steps", t.steps},
+           {"next_step", m.step},
+           {"next_lr", json_float(learning_rate(s, int(std::min<int64_t>(m.step, INT32_MAX))))}});
+  const bool q8 = t.optimizer == Optimizer::kAdamW8bit;
+  md["optimizer"] = json_text(
+      Json{{"name", enum_name(t.optimizer)},
+           {"t", m.updates},
+           {"state", q8 ? "optimizer.{m,v}_codes: one byte per mega-buffer element; "
+                          "optimizer.{m,v}_scales: one per 256-element block, wd range first"
+                        : "optimizer.m.<name>, optimizer.v.<name>: fp32, the weight's shape"},
+           {"fp16_mirror", enum_name(t.precision) == std::string("mixed")
+                               ? "not stored: f16(clamp(w, +-65504)), round to nearest even"
+                               : "none (fp32 run)"}});
+  md["layout"] = json_text(layout_json(layout));
+}
+
+std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json& run,
+                                            const ParamLayout& layout) {
+  std::map<std::string, std::string> md;
+  md["format"] = kCheckpointFormat;
+  md["format_version"] = std::to_string(kCheckpointVersion);
+  md["step"] = std::to_string(m.step);
+  md["updates"] = std::to_string(m.updates);
+  md["config"] = json_text(Json{{"preset", m.preset},
+                                {"model", model_config_json(m.model)},
+                                {"train", train_config_json(m.train)}});
+  md["init"] = m.init;
+  md["data"] = json_text(Json{{"kind", m.data.kind},
+                              {"source", m.data.source},
+                              {"path", m.data.path},
+                              {"hash", data_hash_text(m.data.hash)},
+                              {"next_batch", m.step}});
+  md["checkpointing"] = json_text(Json{{"save_every", m.save_every}, {"keep", m.keep}});
+  md["run"] = json_text(run);
+  add_derived_state(md, m, layout);
+  return md;
+}
+
+const std::string& meta_value(const std::map<std::string, std::string>& md, const char* key) {
+  const auto it = md.find(key);
+  if (it == md.end()) throw std::runtime_error(std::string("no \"") + key + "\" metadata");
+  return it->second;
+}
+
+Json meta_json(const std::map<std::string, std::string>& md, const char* key) {
+  Json j = Json::parse(meta_value(md, key), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw std::runtime_error(std::string(key) + " metadata is not JSON");
+  return j;
+}
+
+int64_t meta_integer(const std::map<std::string, std::string>& md, const char* key) {
+  const std::string& s = meta_value(md, key);
+  const bool ok = !s.empty() && s.size() <= 18 && s.find_first_not_of("0123456789") == s.npos;
+  if (!ok) throw std::runtime_error(std::string(key) + " metadata must be an integer >= 0");
+  return std::stoll(s);
+}
+
+CheckpointMeta parse_meta(const std::map<std::string, std::string>& md) {
+  const auto format = md.find("format");
+  if (format == md.end() || format->second != kCheckpointFormat) {
+    throw std::runtime_error("not a reftrain checkpoint (no \"format\": \"reftrain-checkpoint\")");
+  }
+  const int64_t version = meta_integer(md, "format_version");
+  if (version != kCheckpointVersion) {
+    throw std::runtime_error("checkpoint format version " + std::to_string(version) +
+                             "; this reftrain reads version " + std::to_string(kCheckpointVersion));
+  }
+  CheckpointMeta m;
+  const Json config = meta_json(md, "config");
+  m.preset = Fields(config, "config").text("preset");
+  m.model = parse_model(config.value("model", Json()));
+  m.train = parse_train(config.value("train", Json()));
+  m.step = meta_integer(md, "step");
+  m.updates = meta_integer(md, "updates");
+  if (m.step > m.train.steps || m.updates > m.step) {
+    throw std::runtime_error("step " + std::to_string(m.step) + " and updates " +
+                             std::to_string(m.updates) + " do not fit a " +
+                             std::to_string(m.train.steps) + "-step run");
+  }
+  m.init = meta_value(md, "init");
+  const Fields data(meta_json(md, "data"), "data");
+  m.data = {data.text("kind"), data.text("source"), data.text("path"),
+            parse_hash(data.text("hash"))};
+  if (m.data.kind != "text" && m.data.kind != "llmc-tokens") {
+    throw std::runtime_error("data.kind must be \"text\" or \"llmc-tokens\"");
+  }
+  const Fields saving(meta_json(md, "checkpointing"), "checkpointing");
+  m.save_every = int(saving.integer("save_every", 0, INT32_MAX));
+  m.keep = int(saving.integer("keep", 0, INT32_MAX));
+  return m;
+}
+
+// ---- files ------------------------------------------------------------------------------------
+
+std::string resolve(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw input_error("checkpoint " + path + " does not exist");
+  if (!fs::is_directory(path, ec)) return path;
+  const auto all = list_checkpoints(path);
+  if (all.empty()) {
+    throw input_error("directory " + path +
+                      " holds no checkpoints (ckpt-*.safetensors); name a checkpoint file or the "
+                      "--out directory of a run");
+  }
+  return all.back().second;
+}
+
+void pause_before_rename(const std::string& tmp, const std::string& path) {
+  const char* env = std::getenv("REFTRAIN_DEBUG_SAVE_PAUSE");
+  const double seconds = env ? std::strtod(env, nullptr) : 0.0;
+  if (!(seconds > 0)) return;
+  std::fprintf(stderr,
+               "debug: REFTRAIN_DEBUG_SAVE_PAUSE: %s is written and synced; pausing %g s before "
+               "renaming it to %s\n",
+               tmp.c_str(), seconds, path.c_str());
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+// Weights must be finite (the optimizer state need not be: an 8-bit v block may be +Inf).
+void check_finite(const std::string& name, const SafeTensor& t) {
+  const std::vector<float> w = t.as<float>();
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (!std::isfinite(w[i])) {
+      throw std::runtime_error("weight " + name + " element " + std::to_string(i) +
+                               " is not finite (" + std::to_string(w[i]) +
+                               "); the checkpoint cannot be used");
+    }
+  }
+}
+
+bool is_stale_tmp(const std::string& name) {
+  const std::string suffix = ".safetensors.tmp";
+  return name.rfind(".ckpt-", 0) == 0 && name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::string checkpoint_file_name(int64_t step) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "ckpt-%08lld.safetensors", static_cast<long long>(step));
+  return buf;
+}
+
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const std::string prefix = "ckpt-", suffix = ".safetensors";
+    if (name.size() <= prefix.size() + suffix.size() || name.rfind(prefix, 0) != 0 ||
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string digits =
+        name.substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+    if (digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (!e.is_regular_file(ec)) continue;
+    out.emplace_back(std::stoll(digits), e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void prepare_checkpoint_dir(const std::string& dir, int64_t start_step) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+    throw input_error("checkpoint directory " + dir +
+                      " exists and is not a directory; choose another --out");
+  }
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec)) {
+    throw input_error("cannot create checkpoint directory " + dir + ": " + ec.message() +
+                      "; choose another --out");
+  }
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (is_stale_tmp(e.path().filename().string())) fs::remove(e.path(), ec);
+  }
+  const std::string probe = (fs::path(dir) / ".reftrain-write-test").string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw input_error("checkpoint directory " + dir + " is not writable: " +
+                      describe_write_error(errno) + "; choose another --out");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  const auto existing = list_checkpoints(dir);
+  if (!existing.empty() && existing.back().first > start_step) {
+    const std::string newest = "step " + std::to_string(existing.back().first);
+    throw usage_error(start_step == 0 ? "--out " + dir + " already holds checkpoints (newest at " +
+                                            newest + "): continue that run with --resume " + dir +
+                                            ", or choose another --out"
+                                      : "--out " + dir + " holds checkpoints after step " +
+                                            std::to_string(start_step) + " (newest at " + newest +
+                                            "), so it would mix two runs; choose another --out");
+  }
+}
+
+std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, const Json& run,
+                            Model& model, OptimizerState& optimizer) {
+  const std::string path = (fs::path(dir) / checkpoint_file_name(meta.step)).string();
+  std::vector<TensorRef> refs;
+  for (const StateTensor& t : state_tensors(model.layout(), meta.train.optimizer)) {
+    const void* data = t.buf == Buf::kWeights ? static_cast<const void*>(model.weights() + t.offset)
+                                              : optimizer_buffer(t.buf, optimizer, t.offset);
+    refs.push_back({t.name, t.dtype, t.shape, data});
+  }
+  try {
+    write_safetensors(path, refs, metadata(meta, run, model.layout()), pause_before_rename);
+  } catch (const UserError& e) {
+    throw input_error("saving the checkpoint of step " + std::to_string(meta.step) +
+                      " failed: " + e.what() + "; the previous checkpoint is intact");
+  }
+  return path;
+}
+
+Checkpoint read_checkpoint(const std::string& path) {
+  Checkpoint c;
+  c.path = resolve(path);
+  c.file = read_safetensors(c.path);
+  try {
+    c.meta = parse_meta(c.file.metadata);
+    validate(c.meta.model, c.meta.train);
+    const ParamLayout layout = param_layout(c.meta.model);
+    for (const StateTensor& t : state_tensors(layout, c.meta.train.optimizer)) {
+      const SafeTensor& s = c.file.get(t.name, t.shape);
+      if (s.dtype != t.dtype) {
+        throw std::runtime_error("tensor '" + t.name + "' is " + dtype_name(s.dtype) +
+                                 ", expected " + dtype_name(t.dtype));
+      }
+      if (t.buf == Buf::kWeights) check_finite(t.name, s);
+    }
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    // SafetensorsFile::get already names the file.
+    if (what.rfind(c.path, 0) == 0) throw input_error(what);
+    throw input_error(c.path + ": " + what);
+  }
+  return c;
+}
+
+void restore_model(const Checkpoint& ckpt, Model& model) {
+  for (const ParamTensor& p : model.layout().tensors()) {
+    const SafeTensor& s =
+        ckpt.file.get(p.name, std::vector<int64_t>(p.shape.begin(), p.shape.end()));
+    std::memcpy(model.weights() + p.offset, s.bytes.data(), s.bytes.size());
+  }
+  model.refresh_mirror();
+}
+
+void restore_optimizer(const Checkpoint& ckpt, OptimizerState& optimizer) {
+  if (optimizer.kind() != ckpt.meta.train.optimizer) {
+    throw std::logic_error("restore_optimizer: the optimizer was not made from the checkpoint");
+  }
+  const ParamLayout layout = param_layout(ckpt.meta.model);
+  for (const StateTensor& t : state_tensors(layout, ckpt.meta.train.optimizer)) {
+    if (t.buf == Buf::kWeights) continue;
+    const SafeTensor& s = ckpt.file.get(t.name, t.shape);
+    std::memcpy(optimizer_buffer(t.buf, optimizer, t.offset), s.bytes.data(), t.bytes);
+  }
+}
+
+void prune_checkpoints(const std::string& dir, int keep) {
+  if (keep <= 0) return;
+  const auto all = list_checkpoints(dir);
+  for (size_t i = 0; i + size_t(keep) < all.size(); ++i) {
+    std::error_code ec;
+    if (!fs::remove(all[i].second, ec) && ec) {
+      throw input_error("cannot remove old checkpoint " + all[i].second + " (--keep " +
+                        std::to_string(keep) + "): " + ec.message());
+    }
+  }
+}
+
+}  // namespace reftrain

@@ -1,0 +1,87 @@
+// Checkpoints: one safetensors file per save, DIR/ckpt-<step, 8 digits>.safetensors, holding the
+// fp32 weights under their ParamLayout names (loadable by PyTorch or numpy as they are), the
+// optimizer state and, as metadata, everything a resumed run needs to continue bit-exactly:
+// the step, the full configuration, the data source and position, the RNG and schedule state.
+// docs/checkpoints.md documents the format. Saves are atomic (core/atomic_file.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/train/config.h"
+#include "core/model/model.h"
+#include "optim/optimizer.h"
+#include "core/formats/safetensors.h"
+#include "core/formats/trace.h"
+
+namespace reftrain {
+
+constexpr const char* kCheckpointFormat = "reftrain-checkpoint";
+constexpr int kCheckpointVersion = 1;
+
+// Where a run's tokens came from; a resumed run reloads them and checks the hash.
+struct DataSource {
+  std::string kind;    // "text" or "llmc-tokens" (Dataset::kind)
+  std::string source;  // the file or the fortunes directory, as the run named it (Dataset::source)
+  std::string path;    // the same, absolute: where a resumed run reads it from
+  uint64_t hash = 0;   // Dataset::hash
+};
+
+// Everything in a checkpoint besides the tensors.
+struct CheckpointMeta {
+  int64_t step = 0;     // steps done: the next is step + 1, reading batch `step`
+  int64_t updates = 0;  // AdamW updates applied; < step when --skip-nonfinite skipped some
+  std::string preset, init;
+  ModelConfig model;
+  TrainConfig train;
+  DataSource data;
+  int save_every = 0;  // the saving policy a resumed run continues with
+  int keep = 0;
+};
+
+// A checkpoint read back and validated: its metadata and every tensor it must hold.
+struct Checkpoint {
+  std::string path;
+  CheckpointMeta meta;
+  SafetensorsFile file;
+};
+
+// Every field of the configuration as JSON, floats as json_float writes them (read back
+// bit-exactly): the "config" metadata of a checkpoint.
+Json model_config_json(const ModelConfig& model);
+Json train_config_json(const TrainConfig& train);
+
+std::string checkpoint_file_name(int64_t step);  // "ckpt-00000020.safetensors"
+// The checkpoints in `dir` as (step, path), oldest first; other files are ignored.
+std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
+
+// Makes `dir` ready for a run that starts after step `start_step`: creates it, removes the
+// .tmp files of saves that were killed, and checks that a file can be created there (an input
+// error naming the directory otherwise). A directory holding checkpoints after `start_step`
+// is a usage error: they belong to another run (or to this one's future), and mixing the two
+// would make --resume DIR pick the wrong one.
+void prepare_checkpoint_dir(const std::string& dir, int64_t start_step);
+
+// Writes DIR/checkpoint_file_name(meta.step) atomically and returns its path. `run` (the trace's
+// run line) is stored for people to read. Set REFTRAIN_DEBUG_SAVE_PAUSE=SECONDS to make the save
+// pause between the fsynced temporary file and its rename (tests kill the process there).
+std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, const Json& run,
+                            Model& model, OptimizerState& optimizer);
+
+// Reads `path`, or the newest checkpoint in it when it is a directory, and validates it: the
+// format and version, the config, the name, dtype and shape of every weight and optimizer tensor
+// the config implies, and that every weight is finite. Problems are input errors naming the file.
+Checkpoint read_checkpoint(const std::string& path);
+
+// Copy the checkpoint's weights into a model made from its config (refreshing the fp16
+// mirror: it is not stored, since it is f16(clamp(w)) of the weights), and its optimizer state
+// into an OptimizerState made from its config.
+void restore_model(const Checkpoint& ckpt, Model& model);
+void restore_optimizer(const Checkpoint& ckpt, OptimizerState& optimizer);
+
+// Removes all but the newest `keep` checkpoints of `dir` (keep 0 keeps all).
+void prune_checkpoints(const std::string& dir, int keep);
+
+}  // namespace reftrain

@@ -1,0 +1,87 @@
+#include "core/train/sample.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "core/base/error.h"
+#include "core/base/rng.h"
+
+namespace reftrain {
+
+namespace {
+
+// kept[j] = 1 for the k largest of z[0..V) (ties: lower id first), all when k is 0 or ≥ V.
+void top_k_mask(const float* z, int V, int k, std::vector<int>& order, std::vector<char>& kept) {
+  kept.assign(size_t(V), 1);
+  if (k <= 0 || k >= V) return;
+  order.resize(size_t(V));
+  for (int j = 0; j < V; ++j) order[size_t(j)] = j;
+  const auto before = [z](int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+  std::nth_element(order.begin(), order.begin() + (k - 1), order.end(), before);
+  const int last = order[size_t(k - 1)];
+  for (int j = 0; j < V; ++j) kept[size_t(j)] = j == last || before(j, last);
+}
+
+int argmax(const float* z, int V) {
+  int best = 0;
+  for (int j = 1; j < V; ++j) best = z[j] > z[best] ? j : best;
+  return best;
+}
+
+// Inverse CDF over the kept tokens of softmax(z / temperature), with the uniform u in [0, 1).
+int draw(const float* z, int V, float temperature, const std::vector<char>& kept, double u,
+         std::vector<double>& probs) {
+  double maxz = z[0], sum = 0.0;
+  for (int j = 1; j < V; ++j) maxz = std::max<double>(maxz, z[j]);
+  int last_kept = 0;
+  for (int j = 0; j < V; ++j) {
+    probs[size_t(j)] = kept[size_t(j)] ? std::exp((z[j] - maxz) / temperature) : 0.0;
+    sum += probs[size_t(j)];
+    if (kept[size_t(j)]) last_kept = j;
+  }
+  const double target = u * sum;
+  double cdf = 0.0;
+  for (int j = 0; j < V; ++j) {
+    cdf += probs[size_t(j)];
+    if (target < cdf) return j;
+  }
+  return last_kept;  // u·Σp rounded up to Σp
+}
+
+}  // namespace
+
+std::vector<int32_t> sample_tokens(Model& model, int window, const std::vector<int32_t>& prompt,
+                                   const SampleOptions& opt,
+                                   const std::function<void(int32_t)>& on_token) {
+  if (prompt.empty()) throw std::invalid_argument("sample_tokens needs a prompt");
+  if (!(opt.temperature >= 0.0f)) throw std::invalid_argument("temperature must be >= 0");
+  const CounterRng rng(opt.seed, RngStream::kSample);
+  const int V = model.config().vocab, Vp = model.config().padded_vocab;
+  std::vector<int32_t> tokens = prompt;
+  std::vector<double> probs(static_cast<size_t>(V));
+  std::vector<int> order;
+  std::vector<char> kept;
+  for (int i = 0; i < opt.tokens; ++i) {
+    const int T = std::min<int>(int(tokens.size()), window);
+    model.forward(tokens.data() + tokens.size() - size_t(T), nullptr, 1, T);
+    const float* z = model.logits() + size_t(T - 1) * Vp;
+    if (!std::all_of(z, z + V, [](float x) { return std::isfinite(x); })) {
+      throw input_error("the model's logits are not finite at generated token " +
+                        std::to_string(i + 1) + "; its weights are broken (NaN, Inf or overflow)");
+    }
+    int next = 0;
+    if (opt.temperature == 0.0f) {
+      next = argmax(z, V);
+    } else {
+      top_k_mask(z, V, opt.top_k, order, kept);
+      next = draw(z, V, opt.temperature, kept, rng.uniform(uint64_t(i)), probs);
+    }
+    tokens.push_back(next);
+    if (on_token) on_token(next);
+  }
+  return std::vector<int32_t>(tokens.begin() + std::ptrdiff_t(prompt.size()), tokens.end());
+}
+
+}  // namespace reftrain

@@ -1,0 +1,160 @@
+#include "core/train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "core/base/error.h"
+#include "simd/simd.h"
+
+namespace reftrain {
+
+namespace {
+BatchSampler::Mode sampler_mode(const Dataset& d) {
+  return d.kind == "llmc-tokens" ? BatchSampler::Mode::kSequential : BatchSampler::Mode::kRandom;
+}
+
+// The data, once its token ids fit the vocabulary and each split fills a batch: checked before
+// the model's buffers are allocated, so bad data fails fast and small.
+Dataset checked(Dataset data, const ModelConfig& model, const TrainConfig& train) {
+  check_vocab(data, model.vocab);
+  const BatchSampler::Mode mode = sampler_mode(data);
+  check_batch_fits(data.train, "train", data.source, train.batch, train.seq, mode);
+  check_batch_fits(data.val, "val", data.source, train.batch, train.seq, mode);
+  return data;
+}
+}  // namespace
+
+MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t) {
+  const ParamLayout layout = param_layout(model);
+  const size_t mirror = t.precision == Precision::kMixed ? layout.total() * sizeof(f16) : 0;
+  const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), layout.total());
+  return {layout.num_params(), 2 * layout.total() * sizeof(float) + state + mirror,
+          activation_floats(model, t.batch, t.seq, t.attention) * sizeof(float) +
+              matmul_workspace_bytes(model, t.precision, t.matmul)};
+}
+
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data)
+    : train_(train),
+      data_(checked(std::move(data), model, train)),
+      model_(make_model(model, model_options(train))),
+      optimizer_(train.optimizer, model_->layout().wd_end(), model_->layout().total(),
+                 train.kernels),
+      inputs_(size_t(train.batch) * train.seq),
+      targets_(size_t(train.batch) * train.seq),
+      train_batches_(data_.train, train.batch, train.seq, sampler_mode(data_), train.seed,
+                     RngStream::kTrainData),
+      val_batches_(data_.val, train.batch, train.seq, sampler_mode(data_), train.seed,
+                   RngStream::kValData),
+      schedule_{train.lr, train.min_lr, train.warmup, train.steps, train.schedule} {
+  model_->init_weights(train.seed);
+}
+
+StepResult Trainer::step(int k) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int B = train_.batch, T = train_.seq;
+  train_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
+  const float loss = model_->forward(inputs_.data(), targets_.data(), B, T);
+  const float lr = learning_rate(schedule_, k);
+  StepResult r{k + 1, loss, lr, std::nanf(""), std::nanf(""), 0.0, !std::isfinite(loss)};
+  if (!r.skipped) {
+    model_->backward();
+    const AdamWHyper hp{lr, train_.beta1, train_.beta2, train_.eps, train_.wd};
+    const GradStats stats = optimizer_.step(model_->weights(), model_->grads(), model_->mirror(),
+                                            hp, train_.clip, int(++updates_));
+    r.grad_norm = stats.grad_norm, r.clip = stats.clip;
+  }
+  const auto t1 = std::chrono::steady_clock::now();
+  r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  return r;
+}
+
+namespace {
+// The model's shape and, per family, the conventions a GPU twin must match.
+Json describe_model(const ModelConfig& m, size_t params) {
+  Json j = {{"arch", enum_name(m.arch)},      {"layers", m.layers},   {"heads", m.heads},
+            {"channels", m.channels},         {"max_seq", m.max_seq}, {"vocab", m.vocab},
+            {"padded_vocab", m.padded_vocab}, {"params", params}};
+  if (m.arch == Arch::kGpt2) {
+    j["norm"] = {{"kind", "layernorm"}, {"eps", 1e-5}};
+    j["ffn"] = {{"kind", "gelu_tanh"}, {"width", 4 * m.channels}};
+    j["tied_lm_head"] = true;
+  } else {
+    j["norm"] = {{"kind", "rmsnorm"}, {"eps", 1e-5}};
+    j["ffn"] = {{"kind", "swiglu"}, {"width", m.ffn}};
+    j["rope"] = {{"theta", m.rope_theta},
+                 {"convention", "rotate_half"},
+                 {"pairing", "i with i + head_size/2"},
+                 {"positions", "0..T-1"}};
+    j["tied_lm_head"] = false;
+  }
+  return j;
+}
+}  // namespace
+
+Json Trainer::describe(const std::string& preset, const std::string& init) const {
+  const ModelConfig& m = model_->config();
+  const TrainConfig& t = train_;
+  return {
+      {"type", "run"},
+      {"version", REFTRAIN_VERSION},
+      {"build", REFTRAIN_BUILD_FLAGS},
+      {"simd", simd::arch_name()},
+      {"preset", preset},
+      {"model", describe_model(m, model_->layout().num_params())},
+      {"train",
+       {{"batch", t.batch},
+        {"seq", t.seq},
+        {"steps", t.steps},
+        {"warmup", t.warmup},
+        {"schedule", enum_name(t.schedule)},
+        {"lr", json_float(t.lr)},
+        {"min_lr", json_float(t.min_lr)},
+        {"val_every", t.val_every},
+        {"val_batches", t.val_batches},
+        {"z_loss", json_float(t.z_loss)},
+        {"precision", enum_name(t.precision)},
+        {"attention", enum_name(t.attention)},
+        {"matmul", enum_name(t.matmul)}}},
+      {"optimizer",
+       {{"name", enum_name(t.optimizer)},
+        {"beta1", json_float(t.beta1)},
+        {"beta2", json_float(t.beta2)},
+        {"eps", json_float(t.eps)},
+        {"wd", json_float(t.wd)},
+        {"clip", json_float(t.clip)},
+        {"decay", "matrices and embeddings (the first layout range)"}}},
+      {"seed", t.seed},
+      {"init", init},
+      {"rng", "philox4x32-10"},
+      {"data",
+       {{"kind", data_.kind},
+        {"source", data_.source},
+        {"hash", data_hash_text(data_.hash)},
+        {"train_tokens", data_.train.size()},
+        {"val_tokens", data_.val.size()},
+        {"tokenizer", data_.kind == "text" ? "bytes" : "llm.c token ids"}}},
+  };
+}
+
+float Trainer::validate() {
+  const int B = train_.batch, T = train_.seq;
+  int n = train_.val_batches > 0 ? train_.val_batches : 1;
+  if (sampler_mode(data_) == BatchSampler::Mode::kSequential) {
+    const int available = int((data_.val.size() - 1) / (size_t(B) * T));
+    n = std::min(n, available);
+  }
+  double sum = 0.0;
+  for (int k = 0; k < n; ++k) {
+    val_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
+    sum += model_->forward(inputs_.data(), targets_.data(), B, T);
+  }
+  return static_cast<float>(sum / n);
+}
+
+std::vector<int32_t> Trainer::sample(const std::vector<int32_t>& prompt,
+                                     const SampleOptions& options,
+                                     const std::function<void(int32_t)>& on_token) {
+  return sample_tokens(*model_, train_.seq, prompt, options, on_token);
+}
+
+}  // namespace reftrain

@@ -1,0 +1,87 @@
+// One training run: the model, its optimizer state, the data samplers, and the step that ties
+// forward, backward, clipping and AdamW together (seed 004's pipeline order). The command line
+// (apps/) drives it and does the printing.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "simd/aligned_buffer.h"
+#include "core/train/config.h"
+#include "core/train/data.h"
+#include "core/model/model.h"
+#include "optim/optimizer.h"
+#include "core/train/sample.h"
+#include "core/formats/trace.h"
+#include "optim/schedule.h"
+
+namespace reftrain {
+
+struct StepResult {
+  int step;    // 1-based: step k ends with the k-th update
+  float loss;  // forward loss before this step's update
+  float lr;
+  float grad_norm;  // before clipping
+  float clip;
+  double ms;             // wall time of the whole step
+  bool skipped = false;  // the loss was not finite: no backward, no update (grad_norm, clip NaN)
+};
+
+// Bytes a run needs: w, g, m, v (4 fp32 per parameter slot) plus the activation arena.
+struct MemoryEstimate {
+  size_t params;       // parameters, padding excluded
+  size_t param_bytes;  // w + g + m + v, padding included
+  size_t arena_bytes;  // activations and backward scratch at (B, T), matmul workspace included
+  size_t total() const { return param_bytes + arena_bytes; }
+};
+MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& train);
+
+class Trainer {
+ public:
+  // Takes ownership of the data; checks token ids against the vocabulary and that each split
+  // fills a batch. Weights start from init_weights(train.seed).
+  Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data);
+
+  Model& model() { return *model_; }
+  const Dataset& data() const { return data_; }
+  const TrainConfig& train_config() const { return train_; }
+  // The batch the last step() or validate() filled: inputs and targets, [B,T] row-major each.
+  const std::vector<int32_t>& batch_inputs() const { return inputs_; }
+  const std::vector<int32_t>& batch_targets() const { return targets_; }
+
+  OptimizerState& optimizer() { return optimizer_; }
+  const OptimizerState& optimizer() const { return optimizer_; }
+  // AdamW updates applied so far: the next one runs at t = updates() + 1. Equal to the steps
+  // taken unless steps were skipped; a resumed run sets it from its checkpoint.
+  int64_t updates() const { return updates_; }
+  void set_updates(int64_t n) { updates_ = n; }
+
+  // Step k (0-based): batch k, forward, backward, global-norm clip, AdamW on the wd and no-wd
+  // ranges at t = updates() + 1 with lr from the schedule. A loss that is not finite skips the
+  // backward and the update (the result says `skipped`); the caller decides whether to stop.
+  StepResult step(int k);
+  // The trace's first line: preset, every model and training value, seed, data source and hash,
+  // optimizer, init, build flags, version.
+  Json describe(const std::string& preset, const std::string& init) const;
+  // Mean loss over train.val_batches fixed batches of the val split (the same every call).
+  float validate();
+  // Tokens sampled from the model after `prompt` (token ids) as core/sample.h describes
+  // (temperature, top-k, one CounterRng(seed, kSample) draw per token), with a window of T.
+  std::vector<int32_t> sample(const std::vector<int32_t>& prompt, const SampleOptions& options,
+                              const std::function<void(int32_t)>& on_token = {});
+
+ private:
+  TrainConfig train_;
+  Dataset data_;
+  std::unique_ptr<Model> model_;
+  OptimizerState optimizer_;
+  std::vector<int32_t> inputs_, targets_;
+  BatchSampler train_batches_, val_batches_;
+  LrSchedule schedule_;
+  int64_t updates_ = 0;
+};
+
+}  // namespace reftrain

@@ -1,0 +1,70 @@
+// The optimizer half of a training step over the mega-buffers, in the GPU pipeline's order:
+// reduce_norm_sq → finalize_grad_stats → one update dispatch on the weight-decay range [0,
+// wd_end) and one on the no-decay range [wd_end, total). The update kernel depends on the run:
+//   adamw,     fp32:   adamw_update
+//   adamw,     mixed:  adamw_update_f16 (the fp16 mirror written in the same pass)
+//   adamw8bit, fp32:   adamw_8bit_update
+//   adamw8bit, mixed:  adamw_8bit_update, then a cast_f32_to_f16 pass (the GPU's 8-bit kernel
+//                      has no mirror binding)
+// Kernels::kFast runs each kernel's `_fast` version, kReference its plain scalar reference; the
+// two give the same bits (optim/adamw.h).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/cast.h"
+#include "ops/kernels.h"
+#include "optim/adamw.h"
+#include "simd/aligned_buffer.h"
+
+namespace reftrain {
+
+// adamw: fp32 m and v. adamw8bit: m and v as 8-bit codes with one fp32 scale per 256 elements.
+enum class Optimizer { kAdamW, kAdamW8bit };
+
+// adamw8bit: fp32 scales per moment, one per 256-element block of the wd range, then of the
+// no-wd range (each range starts a block).
+size_t quant_scale_count(size_t wd_end, size_t total);
+// Bytes of optimizer state for `total` mega-buffer slots.
+size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, size_t total);
+
+class OptimizerState {
+ public:
+  // Zero state (m = v = 0) for a mega-buffer of `total` floats whose first `wd_end` decay.
+  OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels = Kernels::kFast);
+
+  // One step at t ≥ 1: updates w (and the mirror w16, when not null) from g with hp (hp.wd is
+  // the wd range's decay; the no-wd range uses 0) after clipping the global norm to max_norm
+  // (0 = off), then leaves g zeroed.
+  GradStats step(float* w, float* g, f16* w16, const AdamWHyper& hp, float max_norm, int t);
+
+  // The state itself, for checkpoints. adamw: m and v, fp32 in the layout of w. adamw8bit:
+  // m_codes and v_codes, one byte per element of w (4 per uint32, element 4i+j in byte j), and
+  // m_scales and v_scales, one per 256-element block: the wd range's blocks, then the no-wd
+  // range's. The buffers of the other kind are empty.
+  Optimizer kind() const { return kind_; }
+  AlignedBuffer<float>& m() { return m_; }
+  AlignedBuffer<float>& v() { return v_; }
+  AlignedBuffer<uint32_t>& m_codes() { return m_codes_; }
+  AlignedBuffer<uint32_t>& v_codes() { return v_codes_; }
+  AlignedBuffer<float>& m_scales() { return m_scales_; }
+  AlignedBuffer<float>& v_scales() { return v_scales_; }
+
+ private:
+  struct Range {
+    size_t begin, size;  // in mega-buffer elements; begin is a multiple of 4
+    float wd;
+  };
+  void update(float* w, float* g, f16* w16, const Range& r, const GradStats& stats,
+              AdamWHyper hp, int t);
+
+  Optimizer kind_;
+  Kernels kernels_;
+  size_t wd_end_, total_;
+  AlignedBuffer<float> m_, v_;                 // adamw: fp32 moments, layout of w
+  AlignedBuffer<uint32_t> m_codes_, v_codes_;  // adamw8bit: 4 codes per word, layout of w
+  AlignedBuffer<float> m_scales_, v_scales_;   // adamw8bit: wd range's blocks, then no-wd's
+};
+
+}  // namespace reftrain
