@@ -2,25 +2,27 @@
 // itself against (docs/golden-format.md). A run directory replays a whole training run; the
 // kernel fixtures check one kernel at a time.
 #include <cstdio>
+#include <deque>
 #include <memory>
 #include <string>
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
-#include "core/train/config.h"
-#include "core/train/data.h"
 #include "core/base/error.h"
 #include "core/golden/golden_kernels.h"
 #include "core/golden/golden_run.h"
+#include "core/train/config.h"
+#include "core/train/data.h"
 
 namespace reftrain {
 
 namespace {
 
 struct GoldenRunArgs {
-  std::string preset, out, data, seed, precision, optimizer;
+  std::string preset, out, data;
   int steps = 50;
-  CLI::Option* seed_opt = nullptr;
+  TrainConfig numbers;             // what the training flags below write (none is a number)
+  std::deque<FieldOption> fields;  // --precision, --optimizer, --seed
   CLI::Option* data_opt = nullptr;
 };
 
@@ -28,13 +30,7 @@ int run_golden_run(const GoldenRunArgs& a) {
   const Preset& preset = find_preset(a.preset);
   TrainConfig train = preset.train;
   train.steps = a.steps;
-  if (a.seed_opt->count() > 0) train.seed = parse_seed(a.seed);
-  if (!a.precision.empty()) {
-    train.precision = a.precision == "mixed" ? Precision::kMixed : Precision::kFp32;
-  }
-  if (!a.optimizer.empty()) {
-    train.optimizer = a.optimizer == "adamw8bit" ? Optimizer::kAdamW8bit : Optimizer::kAdamW;
-  }
+  for (const FieldOption& o : a.fields) apply_field_option(o, a.numbers, train);
   validate(preset.model, train);
   if (a.data_opt->count() > 0 && a.data.empty()) throw usage_error("--data needs a file name");
   if (a.out.empty()) throw usage_error("--out needs a directory name");
@@ -65,11 +61,9 @@ CommandRunner add_golden_run(CLI::App& app) {
   app.add_option("--steps", a->steps, "optimizer steps (the schedule spans them)")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  app.add_option("--precision", a->precision, "fp32 or mixed (default: the preset's, fp32)")
-      ->check(CLI::IsMember({"fp32", "mixed"}));
-  app.add_option("--optimizer", a->optimizer, "adamw or adamw8bit (default adamw)")
-      ->check(CLI::IsMember({"adamw", "adamw8bit"}));
-  a->seed_opt = app.add_option("--seed", a->seed, "seed for init and batches (0 .. 2^64-1)");
+  for (const char* key : {"precision", "optimizer", "seed"}) {
+    add_field_option(app, train_field(key), a->numbers, a->fields.emplace_back());
+  }
   a->data_opt = app.add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
   app.add_option("--out", a->out, "the directory to write (created if missing)")->required();
   return [a] { return run_golden_run(*a); };

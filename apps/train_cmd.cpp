@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -15,15 +16,15 @@
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
+#include "apps/plot.h"
+#include "core/base/error.h"
+#include "core/base/memory.h"
 #include "core/formats/atomic_file.h"
+#include "core/formats/llmc.h"
+#include "core/formats/trace.h"
 #include "core/train/checkpoint.h"
 #include "core/train/config.h"
 #include "core/train/data.h"
-#include "core/base/error.h"
-#include "core/formats/llmc.h"
-#include "core/base/memory.h"
-#include "apps/plot.h"
-#include "core/formats/trace.h"
 #include "core/train/trainer.h"
 
 namespace reftrain {
@@ -33,46 +34,37 @@ namespace {
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace;
-  std::string schedule, seed, precision, optimizer, attention, matmul;
   std::string out, resume, plot;
   int save_every = 0, keep = 0, stop_after = 0;
   bool skip_nonfinite = false;
-  TrainConfig over;  // values given on the command line; see `given`
+  TrainConfig over;                // numbers given on the command line; see `given`
+  std::deque<FieldOption> fields;  // one per training value a flag sets
   int threads = 0;
   std::map<std::string, CLI::Option*> given;
   bool has(const char* flag) const { return given.at(flag)->count() > 0; }
 };
 
+// --kernels reference runs the naive matmul and the materialised attention (the references of
+// the two families with run-time variants); a flag asking for another is a usage error.
+void require_reference_kernels(const TrainArgs& a, TrainConfig& t) {
+  const auto conflict = [&a](const char* flag, const std::string& value, const char* needs) {
+    if (a.has(flag) && value != needs) {
+      throw usage_error(std::string(flag) + " " + value + " conflicts with --kernels reference, " +
+                        "which runs " + flag + " " + needs + "; leave " + flag + " out");
+    }
+  };
+  conflict("--matmul", enum_name(t.matmul), "naive");
+  conflict("--attention", enum_name(t.attention), "materialised");
+  t.matmul = MatmulKind::kNaive, t.attention = AttentionKind::kMaterialised;
+}
+
 // Applies every option the user gave over the preset's values.
 TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
-  auto set = [&a](const char* name, auto& dst, auto src) {
-    if (a.given.at(name)->count() > 0) dst = src;
-  };
-  set("--steps", t.steps, a.over.steps), set("--batch", t.batch, a.over.batch);
-  set("--seq", t.seq, a.over.seq), set("--lr", t.lr, a.over.lr);
-  set("--min-lr", t.min_lr, a.over.min_lr), set("--wd", t.wd, a.over.wd);
-  set("--beta1", t.beta1, a.over.beta1), set("--beta2", t.beta2, a.over.beta2);
-  set("--eps", t.eps, a.over.eps), set("--clip", t.clip, a.over.clip);
-  set("--warmup", t.warmup, a.over.warmup);
-  set("--val-every", t.val_every, a.over.val_every);
-  set("--z-loss", t.z_loss, a.over.z_loss);
-  if (a.given.at("--lr")->count() > 0 && a.given.at("--min-lr")->count() == 0) {
+  for (const FieldOption& o : a.fields) apply_field_option(o, a.over, t);
+  if (a.has("--lr") && !a.has("--min-lr")) {
     t.min_lr = std::min(t.min_lr, t.lr);  // keep min_lr ≤ lr when only --lr is given
   }
-  if (a.given.at("--seed")->count() > 0) t.seed = parse_seed(a.seed);
-  if (!a.precision.empty()) {
-    t.precision = a.precision == "mixed" ? Precision::kMixed : Precision::kFp32;
-  }
-  if (!a.optimizer.empty()) {
-    t.optimizer = a.optimizer == "adamw8bit" ? Optimizer::kAdamW8bit : Optimizer::kAdamW;
-  }
-  if (!a.attention.empty()) {
-    t.attention =
-        a.attention == "materialised" ? AttentionKind::kMaterialised : AttentionKind::kFused;
-  }
-  if (!a.schedule.empty())
-    t.schedule = a.schedule == "cosine" ? Schedule::kCosine : Schedule::kConstant;
-  if (!a.matmul.empty()) enum_from_name(a.matmul, &t.matmul);
+  if (t.kernels == Kernels::kReference) require_reference_kernels(a, t);
   return t;
 }
 
@@ -425,10 +417,9 @@ std::vector<Json> trace_head(const std::string& path, const Json& run, const Run
 void write_plot(const TrainArgs& a, const RunPlan& p, const Trace& lines) {
   if (a.plot.empty()) return;
   const std::string label = a.trace.empty() ? "run" : trace_label(a.trace);
-  write_text_file(a.plot,
-                  loss_plot_svg({{label, &lines}}, "loss of " + p.preset + " (" +
-                                                       enum_name(p.train.precision) + ", " +
-                                                       enum_name(p.train.optimizer) + ")"));
+  write_text_file(a.plot, loss_plot_svg({{label, &lines}}, "loss of " + p.preset + " (" +
+                                                               enum_name(p.train.precision) + ", " +
+                                                               enum_name(p.train.optimizer) + ")"));
   std::printf("plot: %s\n", a.plot.c_str());
 }
 
@@ -482,8 +473,7 @@ int run_train(const TrainArgs& a) {
                 p.train.steps, p.out.c_str());
   }
   write_plot(a, p, log.lines);
-  report_memory(trace, baseline,
-                estimate_memory(p.model, p.train));
+  report_memory(trace, baseline, estimate_memory(p.model, p.train));
   return 0;
 }
 
@@ -529,40 +519,12 @@ CommandRunner add_train_command(CLI::App& app) {
       app.add_option("--init-from", a->init_from, "llm.c GPT-2 checkpoint (fp32, magic 20240326)");
   app.add_option("--trace", a->trace,
                  "write a JSONL trace of the run to this file (with --resume: continue it)");
-  auto opt = [&](const char* name, auto& dst, const char* help) {
-    a->given[name] = app.add_option(name, dst, help);
-  };
-  TrainConfig& o = a->over;
-  opt("--steps", o.steps, "optimizer steps");
-  opt("--batch", o.batch, "sequences per batch (B)");
-  opt("--seq", o.seq, "tokens per sequence (T), at most the model's maximum");
-  opt("--lr", o.lr, "peak learning rate");
-  opt("--min-lr", o.min_lr, "learning rate at the end of the cosine decay");
-  opt("--wd", o.wd, "AdamW weight decay (matrices and embeddings only)");
-  opt("--beta1", o.beta1, "AdamW beta1");
-  opt("--beta2", o.beta2, "AdamW beta2");
-  opt("--eps", o.eps, "AdamW epsilon");
-  opt("--clip", o.clip, "max global gradient norm (0 = off)");
-  opt("--warmup", o.warmup, "linear warmup steps");
-  a->given["--seed"] =
-      app.add_option("--seed", a->seed, "seed for init, batches and sampling (0 .. 2^64-1)");
-  opt("--val-every", o.val_every, "validation loss every N steps (0 = only at the end)");
-  opt("--z-loss", o.z_loss, "z in loss = CE + z·mean(logsumexp²) (preset: 0 gpt2, 1e-4 llama)");
-  app.add_option("--precision", a->precision,
-                 "fp32, or mixed: matmuls read the fp16 weight mirror (default fp32)")
-      ->check(CLI::IsMember({"fp32", "mixed"}));
-  app.add_option("--optimizer", a->optimizer,
-                 "adamw (fp32 state) or adamw8bit (8-bit m and v, one scale per 256 elements)")
-      ->check(CLI::IsMember({"adamw", "adamw8bit"}));
-  app.add_option("--attention", a->attention,
-                 "fused (online softmax, keeps the row logsumexp) or materialised (the reference, "
-                 "keeps the T×T probabilities) (default fused)")
-      ->check(CLI::IsMember({"fused", "materialised"}));
-  app.add_option("--matmul", a->matmul,
-                 "linear-layer GEMM: naive, tiled, blocked or eigen (default blocked)")
-      ->check(CLI::IsMember({"naive", "tiled", "blocked", "eigen"}));
-  app.add_option("--schedule", a->schedule, "learning-rate schedule after warmup")
-      ->check(CLI::IsMember({"cosine", "constant"}));
+  for (const TrainField& f : train_fields()) {
+    if (!f.help) continue;
+    FieldOption& o = a->fields.emplace_back();
+    add_field_option(app, f, a->over, o);
+    a->given[field_flag(f)] = o.option;
+  }
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")
       ->check(CLI::Range(1, 4096));
   add_checkpoint_options(app, *a);

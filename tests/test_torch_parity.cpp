@@ -12,12 +12,12 @@
 #include <ostream>
 #include <vector>
 
-#include "core/model/model.h"
-#include "core/train/config.h"
-#include "optim/optimizer.h"
 #include "core/base/rng.h"
 #include "core/formats/safetensors.h"
+#include "core/model/model.h"
+#include "core/train/config.h"
 #include "ops/rope.h"
+#include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "test_util.h"
 
@@ -107,11 +107,12 @@ struct ParityCase {
   Precision precision;
   MatmulKind matmul = MatmulKind::kBlocked;
   AttentionKind attention = AttentionKind::kFused;
+  Kernels kernels = Kernels::kFast;  // kReference: every kernel's scalar reference (--kernels)
 };
 
 void PrintTo(const ParityCase& c, std::ostream* os) {
-  *os << enum_name(c.arch) << "/" << enum_name(c.precision) << "/" << enum_name(c.matmul)
-      << "/" << enum_name(c.attention);
+  *os << enum_name(c.arch) << "/" << enum_name(c.precision) << "/" << enum_name(c.matmul) << "/"
+      << enum_name(c.attention) << "/" << enum_name(c.kernels);
 }
 
 class TorchParity : public ::testing::TestWithParam<ParityCase> {
@@ -131,6 +132,7 @@ class TorchParity : public ::testing::TestWithParam<ParityCase> {
   std::unique_ptr<Model> fresh_model() const {
     ModelOptions o = model_options(train_);
     o.attention = GetParam().attention, o.matmul = GetParam().matmul;
+    o.kernels = GetParam().kernels;
     auto m = make_model(model_cfg_, o);
     m->init_weights(42);
     return m;
@@ -175,7 +177,8 @@ TEST_P(TorchParity, LossGradientsAndTenAdamWSteps) {
   // Ten AdamW steps (reftrain's own OptimizerState on fresh gradients each step; in mixed
   // precision that is adamw_update_f16, which also writes the mirror the next forward reads).
   model = fresh_model();
-  OptimizerState optimizer(Optimizer::kAdamW, model->layout().wd_end(), model->layout().total());
+  OptimizerState optimizer(Optimizer::kAdamW, model->layout().wd_end(), model->layout().total(),
+                           GetParam().kernels);
   const LrSchedule sched{train_.lr, train_.min_lr, train_.warmup, train_.steps, train_.schedule};
   double worst_step = 0.0;
   for (int s = 0; s < train_.steps; ++s) {
@@ -212,11 +215,20 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kBlocked,
                                  AttentionKind::kMaterialised},
                       ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kBlocked,
-                                 AttentionKind::kMaterialised}),
+                                 AttentionKind::kMaterialised},
+                      // --kernels reference: the whole model and optimizer on the references.
+                      ParityCase{Arch::kGpt2, Precision::kFp32, MatmulKind::kNaive,
+                                 AttentionKind::kMaterialised, Kernels::kReference},
+                      ParityCase{Arch::kGpt2, Precision::kMixed, MatmulKind::kNaive,
+                                 AttentionKind::kMaterialised, Kernels::kReference},
+                      ParityCase{Arch::kLlama, Precision::kFp32, MatmulKind::kNaive,
+                                 AttentionKind::kMaterialised, Kernels::kReference},
+                      ParityCase{Arch::kLlama, Precision::kMixed, MatmulKind::kNaive,
+                                 AttentionKind::kMaterialised, Kernels::kReference}),
     [](const ::testing::TestParamInfo<ParityCase>& info) {
       std::string name = std::string(enum_name(info.param.arch)) + "_" +
-                         enum_name(info.param.precision) + "_" +
-                         enum_name(info.param.matmul);
+                         enum_name(info.param.precision) + "_" + enum_name(info.param.matmul);
+      if (info.param.kernels == Kernels::kReference) return name + "_reference";
       if (info.param.attention != AttentionKind::kFused) {
         name += std::string("_") + enum_name(info.param.attention);
       }

@@ -5,12 +5,13 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/formats/atomic_file.h"
-#include "core/golden/compare.h"
 #include "core/base/error.h"
-#include "core/model/model.h"
+#include "core/formats/atomic_file.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
+#include "core/golden/compare.h"
+#include "core/model/model.h"
+#include "core/train/run_config.h"
 #include "core/train/trainer.h"
 #include "optim/schedule.h"
 
@@ -71,15 +72,13 @@ Json golden_config(const Trainer& trainer, const Preset& preset, const std::stri
   for (const auto& [key, value] : run.items()) {
     if (key != "type" && key != "build" && key != "simd") j[key] = value;
   }
-  const LrSchedule sched{t.lr, t.min_lr, t.warmup, t.steps, t.schedule};
+  // A golden run is the fast kernels' run (the command has no --kernels), and its config.json
+  // predates the option: it is not repeated there.
+  j["train"].erase("kernels");
   Json lrs = Json::array();
-  for (int k = 0; k < t.steps; ++k) lrs.push_back(json_float(learning_rate(sched, k)));
-  j["schedule"] = {{"kind", enum_name(t.schedule)},
-                   {"lr", json_float(t.lr)},
-                   {"min_lr", json_float(t.min_lr)},
-                   {"warmup", t.warmup},
-                   {"steps", t.steps},
-                   {"lrs", lrs}};
+  for (int k = 0; k < t.steps; ++k) lrs.push_back(json_float(learning_rate(lr_schedule(t), k)));
+  j["schedule"] = schedule_json(t);
+  j["schedule"]["lrs"] = lrs;
   j["loss"] = {
       {"kind", "mean cross-entropy over B*T positions (first V of Vp logits) + z*mean(lse^2)"},
       {"z", json_float(t.z_loss)}};

@@ -15,9 +15,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/base/error.h"
 #include "core/formats/atomic_file.h"
 #include "core/train/data.h"
-#include "core/base/error.h"
+#include "core/train/run_config.h"
 #include "optim/adamw8bit.h"
 #include "optim/schedule.h"
 
@@ -33,100 +34,12 @@ Json model_config_json(const ModelConfig& m) {
           {"padded_vocab", m.padded_vocab}, {"ffn", m.ffn},         {"rope_theta", m.rope_theta}};
 }
 
-Json train_config_json(const TrainConfig& t) {
-  return {{"batch", t.batch},
-          {"seq", t.seq},
-          {"steps", t.steps},
-          {"lr", json_float(t.lr)},
-          {"min_lr", json_float(t.min_lr)},
-          {"wd", json_float(t.wd)},
-          {"beta1", json_float(t.beta1)},
-          {"beta2", json_float(t.beta2)},
-          {"eps", json_float(t.eps)},
-          {"clip", json_float(t.clip)},
-          {"warmup", t.warmup},
-          {"schedule", enum_name(t.schedule)},
-          {"seed", t.seed},
-          {"val_every", t.val_every},
-          {"val_batches", t.val_batches},
-          {"z_loss", json_float(t.z_loss)},
-          {"precision", enum_name(t.precision)},
-          {"optimizer", enum_name(t.optimizer)},
-          {"attention", enum_name(t.attention)},
-          {"matmul", enum_name(t.matmul)}};
-}
-
 namespace {
 
-// Typed, range-checked reads of one JSON object's fields; errors name the field.
-class Fields {
- public:
-  Fields(Json j, std::string where) : j_(std::move(j)), where_(std::move(where)) {
-    if (!j_.is_object()) throw std::runtime_error(where_ + " is not a JSON object");
-  }
-  // An integer in [lo, hi] (0 <= hi). JSON's non-negative integers parse as unsigned.
-  int64_t integer(const char* key, int64_t lo, int64_t hi) const {
-    const Json& v = at(key);
-    if (!v.is_number_integer()) bad(key, "an integer");
-    const bool negative = !v.is_number_unsigned() && v.get<int64_t>() < 0;
-    if (!negative && v.get<uint64_t>() > uint64_t(hi)) bad(key, "at most " + std::to_string(hi));
-    const int64_t x = v.get<int64_t>();
-    if (x < lo) bad(key, "at least " + std::to_string(lo));
-    return x;
-  }
-  uint64_t unsigned64(const char* key) const {
-    const Json& v = at(key);
-    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0)) {
-      bad(key, "an integer >= 0");
-    }
-    return v.get<uint64_t>();
-  }
-  double real(const char* key) const {
-    const Json& v = at(key);
-    if (!v.is_number() || !std::isfinite(v.get<double>())) bad(key, "a finite number");
-    return v.get<double>();
-  }
-  // The float that json_float wrote as this value: float(d) or a neighbour, never a rounding of
-  // a rounding (so the resumed run's hyperparameters are bit-identical).
-  float real32(const char* key) const {
-    const double d = real(key);
-    if (std::fabs(d) > double(FLT_MAX)) bad(key, "within the float range");
-    const float x = float(d);
-    for (float c : {x, std::nextafter(x, -FLT_MAX), std::nextafter(x, FLT_MAX)}) {
-      if (json_float(c) == d) return c;
-    }
-    bad(key, "a float value as reftrain writes it");
-  }
-  std::string text(const char* key) const {
-    const Json& v = at(key);
-    if (!v.is_string()) bad(key, "a string");
-    return v.get<std::string>();
-  }
-  template <typename E>
-  E choice(const char* key, std::initializer_list<std::pair<const char*, E>> options) const {
-    const std::string s = text(key);
-    for (const auto& [name, value] : options) {
-      if (s == name) return value;
-    }
-    bad(key, "one of the known names, not '" + s + "'");
-  }
-
- private:
-  const Json& at(const char* key) const {
-    if (!j_.contains(key)) throw std::runtime_error(where_ + " lacks \"" + key + "\"");
-    return j_.at(key);
-  }
-  [[noreturn]] void bad(const char* key, const std::string& want) const {
-    throw std::runtime_error(where_ + "." + key + " must be " + want);
-  }
-  Json j_;
-  std::string where_;
-};
-
 ModelConfig parse_model(const Json& j) {
-  const Fields f(j, "config.model");
+  const JsonFields f(j, "config.model");
   ModelConfig m;
-  m.arch = f.choice<Arch>("arch", {{"gpt2", Arch::kGpt2}, {"llama", Arch::kLlama}});
+  m.arch = f.choice<Arch>("arch");
   // Bounds before anything is sized from these: a corrupt file must not allocate terabytes.
   m.layers = int(f.integer("layers", 1, 1024));
   m.heads = int(f.integer("heads", 1, 1024));
@@ -138,36 +51,6 @@ ModelConfig parse_model(const Json& j) {
   m.rope_theta = f.real("rope_theta");
   if (!(m.rope_theta > 0)) throw std::runtime_error("config.model.rope_theta must be positive");
   return m;
-}
-
-TrainConfig parse_train(const Json& j) {
-  const Fields f(j, "config.train");
-  TrainConfig t;
-  t.batch = int(f.integer("batch", 1, 1 << 20));
-  t.seq = int(f.integer("seq", 1, 1 << 20));
-  t.steps = int(f.integer("steps", 1, INT32_MAX));
-  t.lr = f.real32("lr"), t.min_lr = f.real32("min_lr"), t.wd = f.real32("wd");
-  t.beta1 = f.real32("beta1"), t.beta2 = f.real32("beta2"), t.eps = f.real32("eps");
-  t.clip = f.real32("clip");
-  t.warmup = int(f.integer("warmup", 0, INT32_MAX));
-  t.schedule = f.choice<Schedule>(
-      "schedule", {{"cosine", Schedule::kCosine}, {"constant", Schedule::kConstant}});
-  t.seed = f.unsigned64("seed");
-  t.val_every = int(f.integer("val_every", 0, INT32_MAX));
-  t.val_batches = int(f.integer("val_batches", 0, 1 << 20));
-  t.z_loss = f.real32("z_loss");
-  t.precision =
-      f.choice<Precision>("precision", {{"fp32", Precision::kFp32}, {"mixed", Precision::kMixed}});
-  t.optimizer = f.choice<Optimizer>(
-      "optimizer", {{"adamw", Optimizer::kAdamW}, {"adamw8bit", Optimizer::kAdamW8bit}});
-  t.attention = f.choice<AttentionKind>(
-      "attention",
-      {{"fused", AttentionKind::kFused}, {"materialised", AttentionKind::kMaterialised}});
-  t.matmul = f.choice<MatmulKind>("matmul", {{"naive", MatmulKind::kNaive},
-                                             {"tiled", MatmulKind::kTiled},
-                                             {"blocked", MatmulKind::kBlocked},
-                                             {"eigen", MatmulKind::kEigen}});
-  return t;
 }
 
 uint64_t parse_hash(const std::string& s) {
@@ -254,20 +137,16 @@ Json layout_json(const ParamLayout& layout) {
 void add_derived_state(std::map<std::string, std::string>& md, const CheckpointMeta& m,
                        const ParamLayout& layout) {
   const TrainConfig& t = m.train;
-  const LrSchedule s{t.lr, t.min_lr, t.warmup, t.steps, t.schedule};
   md["rng"] =
       json_text(Json{{"generator", "philox4x32-10"},
                      {"seed", t.seed},
                      {"state", "counter-based: every draw is a function of (seed, stream, index)"},
                      {"next_train_batch", m.step}});
-  md["schedule"] = json_text(
-      Json{{"kind", enum_name(t.schedule)},
-           {"lr", json_float(t.lr)},
-           {"min_lr", json_float(t.min_lr)},
-           {"warmup", t.warmup},
-           {"steps", t.steps},
-           {"next_step", m.step},
-           {"next_lr", json_float(learning_rate(s, int(std::min<int64_t>(m.step, INT32_MAX))))}});
+  Json schedule = schedule_json(t);
+  schedule["next_step"] = m.step;
+  const int next = int(std::min<int64_t>(m.step, INT32_MAX));
+  schedule["next_lr"] = json_float(learning_rate(lr_schedule(t), next));
+  md["schedule"] = json_text(schedule);
   const bool q8 = t.optimizer == Optimizer::kAdamW8bit;
   md["optimizer"] = json_text(
       Json{{"name", enum_name(t.optimizer)},
@@ -334,9 +213,9 @@ CheckpointMeta parse_meta(const std::map<std::string, std::string>& md) {
   }
   CheckpointMeta m;
   const Json config = meta_json(md, "config");
-  m.preset = Fields(config, "config").text("preset");
+  m.preset = JsonFields(config, "config").text("preset");
   m.model = parse_model(config.value("model", Json()));
-  m.train = parse_train(config.value("train", Json()));
+  m.train = parse_train_config(config.value("train", Json()));
   m.step = meta_integer(md, "step");
   m.updates = meta_integer(md, "updates");
   if (m.step > m.train.steps || m.updates > m.step) {
@@ -345,13 +224,13 @@ CheckpointMeta parse_meta(const std::map<std::string, std::string>& md) {
                              std::to_string(m.train.steps) + "-step run");
   }
   m.init = meta_value(md, "init");
-  const Fields data(meta_json(md, "data"), "data");
+  const JsonFields data(meta_json(md, "data"), "data");
   m.data = {data.text("kind"), data.text("source"), data.text("path"),
             parse_hash(data.text("hash"))};
   if (m.data.kind != "text" && m.data.kind != "llmc-tokens") {
     throw std::runtime_error("data.kind must be \"text\" or \"llmc-tokens\"");
   }
-  const Fields saving(meta_json(md, "checkpointing"), "checkpointing");
+  const JsonFields saving(meta_json(md, "checkpointing"), "checkpointing");
   m.save_every = int(saving.integer("save_every", 0, INT32_MAX));
   m.keep = int(saving.integer("keep", 0, INT32_MAX));
   return m;

@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/train/config.h"
-#include "core/model/model.h"
-#include "optim/optimizer.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
+#include "core/model/model.h"
+#include "core/train/config.h"
+#include "optim/optimizer.h"
 
 namespace reftrain {
 
@@ -48,10 +48,9 @@ struct Checkpoint {
   SafetensorsFile file;
 };
 
-// Every field of the configuration as JSON, floats as json_float writes them (read back
-// bit-exactly): the "config" metadata of a checkpoint.
+// The model's shape as JSON, floats exact both ways: the "config"."model" metadata of a
+// checkpoint (the training values are core/train/run_config.h's train_config_json).
 Json model_config_json(const ModelConfig& model);
-Json train_config_json(const TrainConfig& train);
 
 std::string checkpoint_file_name(int64_t step);  // "ckpt-00000020.safetensors"
 // The checkpoints in `dir` as (step, path), oldest first; other files are ignored.

@@ -149,6 +149,10 @@ void validate(const ModelConfig& m, const TrainConfig& t) {
   if (!(t.clip >= 0) || !std::isfinite(t.clip)) throw usage_error("--clip must be ≥ 0 (0 = off)");
   if (t.warmup < 0) throw usage_error("--warmup must be ≥ 0");
   if (t.val_every < 0) throw usage_error("--val-every must be ≥ 0");
+  if (t.kernels == Kernels::kReference &&
+      (t.matmul != MatmulKind::kNaive || t.attention != AttentionKind::kMaterialised)) {
+    throw usage_error("--kernels reference runs --matmul naive and --attention materialised");
+  }
 }
 
 }  // namespace reftrain

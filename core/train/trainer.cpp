@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/base/error.h"
+#include "core/train/run_config.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -45,7 +46,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
                      RngStream::kTrainData),
       val_batches_(data_.val, train.batch, train.seq, sampler_mode(data_), train.seed,
                    RngStream::kValData),
-      schedule_{train.lr, train.min_lr, train.warmup, train.steps, train.schedule} {
+      schedule_(lr_schedule(train)) {
   model_->init_weights(train.seed);
 }
 
@@ -89,6 +90,14 @@ Json describe_model(const ModelConfig& m, size_t params) {
   }
   return j;
 }
+
+// The optimizer's values and which tensors decay.
+Json optimizer_line(const TrainConfig& t) {
+  Json j = run_line_group(t, RunLineGroup::kOptimizer);
+  j["decay"] = "matrices and embeddings (the first layout range)";
+  return j;
+}
+
 }  // namespace
 
 Json Trainer::describe(const std::string& preset, const std::string& init) const {
@@ -101,28 +110,8 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
       {"simd", simd::arch_name()},
       {"preset", preset},
       {"model", describe_model(m, model_->layout().num_params())},
-      {"train",
-       {{"batch", t.batch},
-        {"seq", t.seq},
-        {"steps", t.steps},
-        {"warmup", t.warmup},
-        {"schedule", enum_name(t.schedule)},
-        {"lr", json_float(t.lr)},
-        {"min_lr", json_float(t.min_lr)},
-        {"val_every", t.val_every},
-        {"val_batches", t.val_batches},
-        {"z_loss", json_float(t.z_loss)},
-        {"precision", enum_name(t.precision)},
-        {"attention", enum_name(t.attention)},
-        {"matmul", enum_name(t.matmul)}}},
-      {"optimizer",
-       {{"name", enum_name(t.optimizer)},
-        {"beta1", json_float(t.beta1)},
-        {"beta2", json_float(t.beta2)},
-        {"eps", json_float(t.eps)},
-        {"wd", json_float(t.wd)},
-        {"clip", json_float(t.clip)},
-        {"decay", "matrices and embeddings (the first layout range)"}}},
+      {"train", run_line_group(t, RunLineGroup::kTrain)},
+      {"optimizer", optimizer_line(t)},
       {"seed", t.seed},
       {"init", init},
       {"rng", "philox4x32-10"},
