@@ -70,9 +70,9 @@ void explain_rounding(Printer& out, float x) {
 }
 
 void explain_value(Printer& out, float x, const std::string& note) {
-  f16 h, h_portable_arr;
+  f16 h, h_reference;
   cast_f32_to_f16_fast(&h, &x, 1);
-  cast_f32_to_f16(&h_portable_arr, &x, 1);
+  cast_f32_to_f16(&h_reference, &x, 1);
   const uint16_t hb = bits_of(h);
   const uint16_t hp = f32_to_f16_bits(x);
   float back;
@@ -91,7 +91,7 @@ void explain_value(Printer& out, float x, const std::string& note) {
   std::string rel;
   if (x != 0.0f) rel = fmt(", relative %.2e", err / std::abs(double(x)));
   out.line(fmt("    back in f32: %.10g   error %.4g%s", double(back), err, rel.c_str()));
-  if (hp != hb || bits_of(h_portable_arr) != hb) {
+  if (hp != hb || bits_of(h_reference) != hb) {
     out.line(fmt("    MISMATCH: the reference gives 0x%04X", hp));
   }
 }
