@@ -2,7 +2,7 @@
 // two safetensors files (per-tensor metrics), or two golden directories (every trace.jsonl and
 // *.safetensors present in both). Exit 0 when everything is within tolerance, 1 when not, 2
 // when an input cannot be read or the two do not match up (missing, truncated, other shapes or
-// names). Definitions: core/compare.h and docs/golden-format.md.
+// names). Definitions: core/golden/compare.h and docs/golden-format.md.
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>

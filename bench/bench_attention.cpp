@@ -1,4 +1,4 @@
-// Causal attention, forward + backward of one layer: the fused kernel (ops/attention_fused.h)
+// Causal attention, forward + backward of one layer: the fused kernel (ops/attention.h)
 // against the materialised reference (ops/attention.h), at NH = 6, hs = 64 (C = 384: baby and
 // gpt2-small's head size) and T = 256 (B = 8, baby's shape), 1024 and 2048 (B = 1).
 // bench/RESULTS.md has the figures.
@@ -10,7 +10,7 @@
 //            passes: work done but not counted.
 //   extra_MiB  memory the variant needs besides its inputs and outputs (qkv, out, dout, dqkv):
 //            materialised: the probabilities [B,NH,T,T] and dp [B,NH,T]; fused: lse [B,NH,T]
-//            and one workspace per thread (attention_fused_workspace_bytes).
+//            and one workspace per thread (attention_fast_workspace_bytes).
 //   busiest_ms  CPU time of the busiest OpenMP thread per iteration. On a machine shared with
 //            other work the wall time includes waiting for a core; with OMP_WAIT_POLICY=passive
 //            (waiting threads sleep instead of spinning) this is the time an idle machine

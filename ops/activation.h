@@ -29,9 +29,14 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
 // The fast float path, used by the models: the same formulas and contracts with 16-lane xsimd
 // code, explicit FMAs and simd/math.h's tanh and sigmoid (a few ulp from libm's): the same
 // bits on every ISA, within the bound tests/test_ops_simd.cpp states of the reference.
+
+// Same as gelu_forward except float only, 16 lanes at a time, simd/math.h's tanh.
 void gelu_forward_fast(float* out, const float* x, size_t n);
+// Same as gelu_backward except float only, 16 lanes at a time, simd/math.h's tanh.
 void gelu_backward_fast(float* dx, const float* x, const float* dout, size_t n);
+// Same as swiglu_forward except float only, 16 lanes at a time, simd/math.h's sigmoid.
 void swiglu_forward_fast(float* out, const float* gate, const float* up, size_t n);
+// Same as swiglu_backward except float only, 16 lanes at a time, simd/math.h's sigmoid.
 void swiglu_backward_fast(float* dgate, float* dup, const float* dout, const float* gate,
                           const float* up, size_t n);
 

@@ -1,4 +1,4 @@
-// f32 <-> f16 casts for the fp16 weight mirror. GPU twin: 08_cast.wgsl (seed 000),
+// f32 <-> f16 casts for the fp16 weight mirror. GPU twin: 08_cast.wgsl,
 // cast_f32_to_f16 and cast_f16_to_f32, bindings src (0), dst (1), n (2).
 //   f32 -> f16:  dst = f16(clamp(src, -65504, 65504)), rounded to nearest, ties to even
 //   f16 -> f32:  dst = f32(src), exact (every f16 is an f32)

@@ -26,11 +26,16 @@ void embed_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int 
 // The fast float path, used by the models: the same contracts, 16 channels at a time, and
 // bit-identical to the reference (the same additions in the same order). The backward is
 // parallel over chunks of 16 channels, each walking the positions in order: no atomics.
+
+// Same as embed_forward except float only, 16 channels at a time: bit-identical.
 void embed_forward_fast(float* out, const int32_t* tokens, const float* wte, const float* wpe,
                         int B, int Tn, int C);
+// Same as embed_backward except float only, parallel over 16-channel chunks: bit-identical.
 void embed_backward_fast(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
                          int Tn, int C);
+// Same as token_embed_forward except float only, 16 channels at a time: bit-identical.
 void token_embed_forward_fast(float* out, const int32_t* tokens, const float* wte, size_t N, int C);
+// Same as token_embed_backward except float only, parallel over 16-channel chunks: bit-identical.
 void token_embed_backward_fast(float* dwte, const float* dout, const int32_t* tokens, size_t N,
                                int C);
 

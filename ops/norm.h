@@ -40,11 +40,16 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const
 // fixed order of simd/reduce.h with explicit FMAs, so the result is the same on every ISA but
 // differs from the reference's sequential sums by rounding (tests/test_ops_simd.cpp states the
 // bound); the dw/db column sums are bit-identical to the reference's.
+
+// Same as layernorm_forward except float only, 16 lanes at a time, fixed-order row sums.
 void layernorm_forward_fast(float* out, float* mean, float* rstd, const float* x, const float* w,
                             const float* b, int N, int C);
+// Same as layernorm_backward except float only, 16 lanes at a time, fixed-order row sums.
 void layernorm_backward_fast(float* dx, float* dw, float* db, const float* dout, const float* x,
                              const float* w, const float* mean, const float* rstd, int N, int C);
+// Same as rmsnorm_forward except float only, 16 lanes at a time, fixed-order row sums.
 void rmsnorm_forward_fast(float* out, float* rstd, const float* x, const float* w, int N, int C);
+// Same as rmsnorm_backward except float only, 16 lanes at a time, fixed-order row sums.
 void rmsnorm_backward_fast(float* dx, float* dw, const float* dout, const float* x, const float* w,
                            const float* rstd, int N, int C);
 

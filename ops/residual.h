@@ -14,8 +14,9 @@ void residual_forward(T* out, const T* a, const T* b, size_t n);
 template <typename T>
 void residual_backward(T* da, T* db, const T* dout, size_t n);
 
-// The fast float path, used by the models: 16 lanes at a time, bit-identical to the reference.
+// Same as residual_forward except float only, 16 lanes at a time: bit-identical.
 void residual_forward_fast(float* out, const float* a, const float* b, size_t n);
+// Same as residual_backward except float only, 16 lanes at a time: bit-identical.
 void residual_backward_fast(float* da, float* db, const float* dout, size_t n);
 
 }  // namespace reftrain

@@ -27,9 +27,9 @@ void rope_forward(T* out, const T* x, int B, int Tn, int NH, int hs, double thet
 template <typename T>
 void rope_backward(T* dx, const T* dout, int B, int Tn, int NH, int hs, double theta);
 
-// The fast float path, used by the models: the same contracts (in place allowed forward, the
-// backward accumulates), 16 pairs at a time, bit-identical to the reference.
+// Same as rope_forward except float only, 16 pairs at a time (in place allowed): bit-identical.
 void rope_forward_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta);
+// Same as rope_backward except float only, 16 pairs at a time (accumulates): bit-identical.
 void rope_backward_fast(float* dx, const float* dout, int B, int Tn, int NH, int hs, double theta);
 
 }  // namespace reftrain

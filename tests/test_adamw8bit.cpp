@@ -276,7 +276,7 @@ TEST(Quantize8bit, VInfBlock) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The step against DESIGN.md's formulas in double, with dequantization and requantization done
+// The step against the AdamW formulas in double, with dequantization and requantization done
 // here from the header's definitions (no kernel code shared):
 //   m0 = code·s_m;  v0 = (code·s_v)²   (exact in double)
 //   g' = isfinite(g) ? g·clip : 0;  m = β1·m0 + (1-β1)·g';  v = β2·v0 + (1-β2)·g'²

@@ -1,4 +1,4 @@
-// The fused attention (ops/attention_fused.h) against independent oracles: the materialised
+// The fused attention (ops/attention.h) against independent oracles: the materialised
 // reference (ops/attention.h) in double, the row logsumexp summed in long double here, and
 // central finite differences of its own forward in double (tests/op_check.h). Shapes are odd on
 // purpose: T ∈ {1, 2, 7, 33, 130} covers a single partial tile, a tile boundary with one row

@@ -404,7 +404,7 @@ void expect_learned(const LearningRun& run, double bar, double floor) {
   EXPECT_GT(run.val_losses.back(), floor);
 }
 
-// tiny, measured with seeds 1..5 and 1337 (the default, used here): last-10 mean 1.32..1.50
+// tiny, measured with --seed 1..5 and 1337 (the default, used here): last-10 mean 1.32..1.50
 // (1.42 for 1337), final val loss 1.32..1.47 (1.46), both from ≈ 5.56. The bar 2.2 sits ~0.7
 // above that and well below the unigram 2.82; the floor 0.5 far below it.
 TEST_F(CliTest, TinyPresetLearnsSimpleText) {
@@ -412,7 +412,7 @@ TEST_F(CliTest, TinyPresetLearnsSimpleText) {
 }
 
 // llama-tiny (RoPE, SwiGLU, z-loss 1e-4) learns this text much faster than tiny: measured with
-// seeds 1..5 and 1337, last-10 mean 0.55..0.62 (0.545 for 1337), final val 0.52..0.64. The bar
+// --seed 1..5 and 1337, last-10 mean 0.55..0.62 (0.545 for 1337), final val 0.52..0.64. The bar
 // 1.0 is below the bigram entropy 1.40, so it demands context beyond two bytes; the floor 0.25
 // is 3x the entropy rate, which a leak would cross.
 TEST_F(CliTest, LlamaTinyLearnsSimpleText) {
@@ -420,7 +420,7 @@ TEST_F(CliTest, LlamaTinyLearnsSimpleText) {
 }
 
 // Mixed precision only rounds the matmul weights to fp16 (relative error ≤ 2^-11 per weight),
-// so after 200 steps its losses must stay within 2 % of fp32's. Measured (seeds 1..5, 1337): the
+// so after 200 steps its losses must stay within 2 % of fp32's. Measured (--seed 1..5, 1337): the
 // last-10 means and final val losses differ by at most 4e-4 relative.
 TEST_F(CliTest, LlamaMixedPrecisionTracksFp32) {
   const LearningRun fp32 = learn("--preset llama-tiny --precision fp32", text_, dir_);
@@ -434,7 +434,7 @@ TEST_F(CliTest, LlamaMixedPrecisionTracksFp32) {
               fp32.last10(), mixed.last10(), fp32.val_losses.back(), mixed.val_losses.back());
 }
 
-// 8-bit optimizer state against fp32 state, 300 steps of both families: the seed accepts 1–2 %
+// 8-bit optimizer state against fp32 state, 300 steps of both families: the GPU accepts 1–2 %
 // worse final loss for adamw_8bit_update, so the bar is 2 %. Measured (last-10 mean / final val):
 // tiny 0.8785 / 0.8497 fp32, 0.8768 / 0.8408 8-bit; llama-tiny 0.2606 / 0.2746 fp32,
 // 0.2606 / 0.2736 8-bit. Rounding √v up instead of to nearest ended 31–34 % worse here.

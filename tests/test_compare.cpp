@@ -208,7 +208,7 @@ TEST_F(CompareCli, TraceDriftAgainstTheGate) {
   write_trace(a, {5.0f, 4.0f, 3.0f});
   write_trace(b, {5.0f, 4.04f, 3.0f});  // 1 % at step 2
   EXPECT_EQ(compare(a + " " + a), 0) << last_output_;
-  EXPECT_EQ(compare(a + " " + b), 0) << last_output_;  // the seed's gate is 5 %
+  EXPECT_EQ(compare(a + " " + b), 0) << last_output_;  // the parity gate is 5 %
   EXPECT_EQ(compare(a + " " + b + " --max-drift 0.005"), 1) << last_output_;
   EXPECT_NE(last_output_.find("first step past tolerance: 2"), std::string::npos) << last_output_;
   write_trace(c, {5.0f, 4.0f});  // stops early

@@ -265,12 +265,12 @@ void PrintTo(const ReplayCase& c, std::ostream* os) {
 
 class GoldenReplay : public ::testing::TestWithParam<ReplayCase> {};
 
-// 50 steps (the seed's gate) replayed in float32 PyTorch on the CPU from the golden files alone,
+// 50 steps (the parity gate) replayed in float32 PyTorch on the CPU from the golden files alone,
 // on the default corpus (Debian's fortunes, fixed content) as in docs/parity.md. Not on README.md:
 // `tiny` at lr 3e-3 amplifies rounding at its loss spikes, and where a spike falls depends on the
 // text: after README edits a spike at step 50 took the drift to 1.8e-4.
 // Gate 1e-5 relative loss drift per step: the replay measures at most 2.1e-6 here (llama-tiny
-// mixed; 1.7e-7 in fp32; docs/parity.md), so 5x headroom, 5000x tighter than the seed's 5 %. The
+// mixed; 1.7e-7 in fp32; docs/parity.md), so 5x headroom, 5000x tighter than the 5 % gate. The
 // debug state is held to its own NMSE 1e-9 (the replay measures <= 3e-13).
 TEST_P(GoldenReplay, PassesCompare) {
   TempDir dir;

@@ -1,4 +1,4 @@
-// optim/adamw.h and optim/schedule.h against the formulas of DESIGN.md (section Optimizer),
+// optim/adamw.h and optim/schedule.h against the optimizer formulas (docs/kernels/12_optimizer.md),
 // re-implemented here as plain double-precision scalar code.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -223,7 +223,7 @@ TEST(FinalizeGradStats, GuardAtZeroNorm) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// adamw_update against the DESIGN.md formulas in double:
+// adamw_update against the GPU kernel's formulas in double:
 //   g' = isfinite(g) ? g·clip : 0;  m = β1·m + (1-β1)·g';  v = β2·v + (1-β2)·g'²
 //   m̂ = m / max(1-β1ᵗ, 1e-12);  v̂ = v / max(1-β2ᵗ, 1e-12);  w -= lr·(m̂/(√v̂+ε) + wd·w);  g = 0
 //
@@ -514,7 +514,7 @@ TEST(AdamWXsimd, BitIdenticalAcrossThreadCounts) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The fused fp16 mirror, seed 000's checklist and seed 004's: clamp(1000) and clamp(1e6) to the
+// The fused fp16 mirror, the GPU cast and optimizer checklists: clamp(1000) and clamp(1e6) to the
 // f16 range, f16(1.0) exact, the mirror in sync with the master after every step, grads zero.
 
 // lr = 0 leaves w unchanged (w - 0·x = w for finite nonzero w), so the mirror of chosen weights

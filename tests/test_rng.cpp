@@ -1,4 +1,4 @@
-// core/rng.h: Philox4x32-10 against the Random123 known-answer vectors, and the CounterRng
+// core/base/rng.h: Philox4x32-10 against the Random123 known-answer vectors, and the CounterRng
 // views (words, uniform, normal, below) built on it.
 #include <gtest/gtest.h>
 

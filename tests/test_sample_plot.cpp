@@ -1,4 +1,4 @@
-// Text generation (core/sample.h, `reftrain sample`) and loss plots (core/plot.h, `reftrain
+// Text generation (core/train/sample.h, `reftrain sample`) and loss plots (apps/plot.h, `reftrain
 // plot`, `train --plot`). Sampling is checked token by token against the model's own logits
 // (top-k membership, greedy argmax, the documented inverse-CDF draw) and end to end (same seed,
 // same text; the sample that ends `train` is the one `sample` draws from its checkpoint). Plots
@@ -72,7 +72,7 @@ TEST_F(SampleTokens, TemperatureZeroIsArgmax) {
   }
 }
 
-// The first token for 64 seeds, against the rule docs/rng.md states: u = CounterRng(seed,
+// The first token for 64 seed values, against the rule docs/rng.md states: u = CounterRng(seed,
 // kSample).uniform(0), the first token whose cumulative softmax (double) passes u·Σ.
 TEST_F(SampleTokens, DrawFollowsTheDocumentedInverseCdf) {
   const std::vector<float> z = next_logits(prompt_);

@@ -38,7 +38,7 @@ std::string rounding(uint32_t rem, uint32_t half, uint32_t kept) {
   return kept & 1 ? "tie, kept part odd: up to even" : "tie, kept part even: stays";
 }
 
-// The portable path's case analysis for one finite or infinite value, as text.
+// The reference path's case analysis for one finite or infinite value, as text.
 void explain_rounding(Printer& out, float x) {
   const uint32_t a = bits_of(x) & 0x7FFFFFFF;
   const int e = int(a >> 23);
@@ -70,9 +70,9 @@ void explain_rounding(Printer& out, float x) {
 }
 
 void explain_value(Printer& out, float x, const std::string& note) {
-  f16 h, h_portable_arr;
+  f16 h, h_reference;
   cast_f32_to_f16_fast(&h, &x, 1);
-  cast_f32_to_f16(&h_portable_arr, &x, 1);
+  cast_f32_to_f16(&h_reference, &x, 1);
   const uint16_t hb = bits_of(h);
   const uint16_t hp = f32_to_f16_bits(x);
   float back;
@@ -91,8 +91,8 @@ void explain_value(Printer& out, float x, const std::string& note) {
   std::string rel;
   if (x != 0.0f) rel = fmt(", relative %.2e", err / std::abs(double(x)));
   out.line(fmt("    back in f32: %.10g   error %.4g%s", double(back), err, rel.c_str()));
-  if (hp != hb || bits_of(h_portable_arr) != hb) {
-    out.line(fmt("    MISMATCH: portable path gives 0x%04X", hp));
+  if (hp != hb || bits_of(h_reference) != hb) {
+    out.line(fmt("    MISMATCH: the reference gives 0x%04X", hp));
   }
 }
 
@@ -104,14 +104,14 @@ void explain_nan(Printer& out, uint32_t u, const std::string& what) {
   cast_f16_to_f32_fast(&back, &h, 1);
   out.line(fmt("  %-22s f32 0x%08X -> f16 0x%04X -> f32 0x%08X", what.c_str(), u, bits_of(h),
                bits_of(back)));
-  if (f32_to_f16_bits(x) != bits_of(h)) out.line("    MISMATCH with the portable path");
+  if (f32_to_f16_bits(x) != bits_of(h)) out.line("    MISMATCH with the reference");
 }
 
 void run_cast(Printer& out, uint64_t seed) {
   out.title("cast: f32 -> f16 = round-to-nearest-even(clamp(x, -65504, 65504))");
   out.line("f16: 1 sign bit, 5 exponent bits E (bias 15), 10 mantissa bits M.");
-  out.line("Each value goes through cast_f32_to_f16 (F16C when built with it) and");
-  out.line("back through cast_f16_to_f32; the portable bit-level path must agree.");
+  out.line("Each value goes through cast_f32_to_f16_fast (F16C when built with it) and");
+  out.line("back through cast_f16_to_f32_fast; the bit-level reference must agree.");
 
   out.section("fixed values");
   const std::vector<float> fixed = {1.0f,  0.1f,  1000.0f, 65504.0f, 65520.0f, 1e6f,

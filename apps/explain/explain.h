@@ -35,8 +35,8 @@ class Printer {
   std::string out_;
 };
 
-// Deterministic small inputs: a Philox stream (core/rng.h), rounded to 2 decimals so a reader can
-// redo the arithmetic by hand.
+// Deterministic small inputs: a Philox stream (core/base/rng.h), rounded to 2 decimals so a reader
+// can redo the arithmetic by hand.
 class Inputs {
  public:
   explicit Inputs(uint64_t seed) : seed_(seed) {}

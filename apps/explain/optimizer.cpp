@@ -134,8 +134,8 @@ void run_grad_norm(Printer& out, uint64_t seed) {
   value(out, "norm_sq", norm_sq, "%.9f", "sum of the row above");
   const double ref = reduce_norm_sq(g.data(), n);
   const double fast = reduce_norm_sq_fast(g.data(), n);
-  value(out, "_ref", ref, "%.9f", "64 fixed chunks, then the chunk sums in order");
-  value(out, "xsimd", fast, "%.9f", std::string("same bits as _ref: ") + yes(ref == fast));
+  value(out, "reference", ref, "%.9f", "64 fixed chunks, then the chunk sums in order");
+  value(out, "fast", fast, "%.9f", std::string("same bits as the reference: ") + yes(ref == fast));
 
   out.section("finalize_grad_stats: the norm and the clip factor");
   const double norm = std::sqrt(norm_sq);
@@ -189,7 +189,7 @@ void run_adamw(Printer& out, uint64_t seed) {
   // kernels are the kernels' float roundings.
   std::vector<double> w = widen(w0), m(n, 0.0), v(n, 0.0);
   std::vector<float> wf = w0, mf(n, 0.0f), vf(n, 0.0f);
-  std::vector<float> wh = w0, mh(n, 0.0f), vh(n, 0.0f);  // the copy adamw_update_f16_ref runs on
+  std::vector<float> wh = w0, mh(n, 0.0f), vh(n, 0.0f);  // the copy adamw_update_f16 runs on
   std::vector<f16> w16(n);
   for (int t = 1; t <= 2; ++t) {
     const std::vector<float>& g = grads[size_t(t - 1)];
@@ -232,8 +232,8 @@ void run_adamw(Printer& out, uint64_t seed) {
     adamw_update(wf.data(), gf.data(), mf.data(), vf.data(), n, stats, hp, t);
     adamw_update_f16(wh.data(), gh.data(), mh.data(), vh.data(), w16.data(), n, stats, hp, t);
     row(out, "w_new (f32)", widen(wf));
-    out.line("  adamw_update_ref vs the double steps: |w| " + agree(w, wf) + ", |m| " +
-             agree(m, mf) + ", |v| " + agree(v, vf));
+    out.line("  adamw_update vs the double steps: |w| " + agree(w, wf) + ", |m| " + agree(m, mf) +
+             ", |v| " + agree(v, vf));
     row(out, "g after", widen(gf));
     std::vector<double> mirror(n), err(n);
     for (int i = 0; i < n; ++i) {
@@ -242,7 +242,7 @@ void run_adamw(Printer& out, uint64_t seed) {
     }
     row(out, "w16", mirror);
     row(out, "w - w16", err);
-    out.line(std::string("  adamw_update_f16_ref: same w, m, v bits as adamw_update_ref: ") +
+    out.line(std::string("  adamw_update_f16: same w, m, v bits as adamw_update: ") +
              yes(same_bits(wh, wf) && same_bits(mh, mf) && same_bits(vh, vf)));
   }
   out.line("");
@@ -372,7 +372,7 @@ void run_adamw8bit(Printer& out, uint64_t seed) {
   words_row(out, "m_packed", m_packed1);
   words_row(out, "v_packed", v_packed1);
 
-  out.section("the kernel: adamw_8bit_update_ref on the packed state");
+  out.section("the kernel: adamw_8bit_update on the packed state");
   std::vector<float> wk = w0, gk = g0;
   std::vector<uint32_t> mp = m_packed0, vp = v_packed0;
   float msk = ms, vsk = vs;
@@ -383,7 +383,7 @@ void run_adamw8bit(Printer& out, uint64_t seed) {
   std::vector<float> wx = w0, gx = g0;
   mp = m_packed0, vp = v_packed0, msk = ms, vsk = vs;
   adamw_8bit_update_fast(wx.data(), gx.data(), mp.data(), vp.data(), &msk, &vsk, n, stats, hp, t);
-  out.line(std::string("  adamw_8bit_update (xsimd): the same bytes: ") +
+  out.line(std::string("  adamw_8bit_update_fast: the same bytes: ") +
            yes(same_bits(wx, w) && mp == m_packed1 && vp == v_packed1 && msk == ms1 && vsk == vs1));
   row(out, "g after", widen(gk), "%11.6f", 4);
   out.line("  state: 2 bytes + 8/256 bytes per weight instead of 8 (m and v in fp32)");

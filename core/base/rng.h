@@ -20,7 +20,7 @@ enum class RngStream : uint32_t {
   kTrainData = 2,
   kValData = 3,
   kSample = 4,
-  kGolden = 5,  // the inputs of the per-kernel golden fixtures (core/golden_kernels.h)
+  kGolden = 5,  // the inputs of the per-kernel golden fixtures (core/golden/golden_kernels.h)
 };
 
 // A keyed view of Philox: key = seed, counter = (index lo, index hi, sub, stream).

@@ -49,7 +49,7 @@ struct TensorRef {
 // shapes non-negative without overflow, offsets inside the data and matching the shape. A bad
 // file is an input error "PATH: problem".
 SafetensorsFile read_safetensors(const std::string& path);
-// Both writers are atomic and durable (core/atomic_file.h): PATH holds either its old contents
+// Both writers are atomic and durable (atomic_file.h): PATH holds either its old contents
 // or the complete new file, never a partial one. Tensors are stored in the order given (the
 // header's keys are sorted, as JSON objects are), the data section 8-byte aligned. `before_rename`
 // is AtomicFileWriter::commit's test hook. Errors name the file and the reason (disk full, ...).

@@ -4,7 +4,7 @@
 //   max_abs = max |x − r|;   max_rel = max over r ≠ 0 of |x − r| / |r|
 //   nmse    = Σ(x − r)² / Σr²  (ggml's test-backend-ops; 0/0 = 0)
 //   ulp     = max distance in units in the last place, both in the reference's float type
-//   drift   = |loss_x − loss_r| / |loss_r| per step (the seed's parity gate)
+//   drift   = |loss_x − loss_r| / |loss_r| per step (the parity gate: ≤ 5 % at every step)
 // NaN equals NaN and an infinity equals itself; any other NaN or infinity is an infinite error.
 #pragma once
 

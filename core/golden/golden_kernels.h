@@ -3,7 +3,7 @@
 // that are not multiples of 4, 16 or 64), plus a manifest naming the GPU twin, the bindings in
 // order, the shapes, the hyperparameters and the tolerance to check with
 // (docs/golden-format.md). The outputs come from reftrain's scalar reference kernels (the
-// templates of ops/ and the *_ref functions of optim/); the inputs from CounterRng(seed,
+// templates of ops/ and the plain-named functions of optim/); the inputs from CounterRng(seed,
 // RngStream::kGolden).
 //
 // Tensor names in a file are "<case>.<binding>": inputs under the binding's name; a binding the
@@ -45,7 +45,7 @@ struct Binding {
   Role role;
   std::string dtype;  // "f32", "f16", "i32", "u8 (u32 words)", "u32", ...
   std::string shape;  // in the dims' letters, "[N,C]"
-  std::string wgsl;   // the seed's WGSL variable, where it is named otherwise
+  std::string wgsl;   // the WGSL variable, where it is named otherwise
 };
 
 struct KernelSpec {
@@ -53,7 +53,7 @@ struct KernelSpec {
   Family family;
   std::string twin_file;          // the GPU kernel file, e.g. "02_norm.wgsl"
   std::string twin_entry;         // its entry point
-  std::string twin_seed;          // the seed that documents its bindings ("" when none does)
+  std::string twin_seed;          // id of the GPU study fixing its bindings ("" when none does)
   std::string math;               // one line
   std::vector<Binding> bindings;  // reftrain's arguments in order
   std::map<std::string, Tolerance> tolerances;  // by output binding name

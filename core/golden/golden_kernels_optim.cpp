@@ -1,8 +1,8 @@
-// Golden fixtures of the cast and optimizer kernels (seeds 000 and 004): their bindings are the
-// WGSL ones in the seeds' order. The references are the portable casts and the *_ref kernels of
-// optim/, which exist in float only (no float64 recomputation). The "nonfinite" case puts NaN and
-// ±Inf into the gradients, which the kernels must drop; WGSL lets an implementation assume no
-// NaN or Inf exist, so a WebGPU twin may skip that case.
+// Golden fixtures of the cast and optimizer kernels: their bindings are the WGSL bind groups of
+// 08_cast.wgsl and 12_optimizer.wgsl, in order. The references are the plain-named kernels of
+// ops/cast.h and optim/, which exist in float only (no float64 recomputation). The "nonfinite"
+// case puts NaN and ±Inf into the gradients, which the kernels must drop; WGSL lets an
+// implementation assume no NaN or Inf exist, so a WebGPU twin may skip that case.
 #include <cmath>
 #include <cstring>
 
@@ -258,8 +258,8 @@ Binding step_binding() {
   return t;
 }
 
-// Seed 004's bindings in order; the tensors keep the short names (w, g, m, v, ...), "wgsl" names
-// the seed's variable: m_buf, v_buf, and a _mp suffix on every name of adamw_update_f16.
+// 12_optimizer.wgsl's bindings in order; the tensors keep the short names (w, g, m, v, ...),
+// "wgsl" names the WGSL variable: m_buf, v_buf, and a _mp suffix on every name of adamw_update_f16.
 std::vector<Binding> adamw_bindings(const std::string& sfx) {
   std::vector<Binding> b = {
       inout("w", "f32", "[size]"), inout("g", "f32", "[size]"),       inout("m", "f32", "[size]"),
@@ -272,7 +272,7 @@ std::vector<Binding> adamw_bindings(const std::string& sfx) {
   return b;
 }
 
-// A kernel whose seed documents its WGSL bindings: the entry point is the kernel's name, and it
+// A kernel with a fixed WGSL bind group: the entry point is the kernel's name, and it
 // exists in float only.
 KernelSpec seed_kernel(std::string name, std::string file, std::string seed, std::string math,
                        std::vector<Binding> bindings, std::map<std::string, Tolerance> tolerances,

@@ -29,7 +29,7 @@ void write_json(const std::string& path, const Json& j) {
   write_text_file(path, json_text(j, 2) + "\n");
 }
 
-// The kernels of one step in dispatch order, as a GPU backend runs them (seed 004's pipeline).
+// The kernels of one step in dispatch order, as a GPU backend runs them.
 Json pipeline(const ModelConfig& m, const TrainConfig& t) {
   Json p = Json::array();
   if (m.arch == Arch::kGpt2) {

@@ -1,4 +1,4 @@
-// The gpt2 family (DESIGN.md): x = wte[tok] + wpe[t]; per layer x += attn(LN1(x)),
+// The gpt2 family (llm.c's GPT-2): x = wte[tok] + wpe[t]; per layer x += attn(LN1(x)),
 // x += Wproj·gelu(Wfc·LN2(x) + bfc) + bproj; logits = LNf(x)·wteᵀ (tied).
 // Forward and backward use only ops/ kernels; each layer's forward and backward sit side by side.
 #pragma once

@@ -1,4 +1,4 @@
-// The llama family (DESIGN.md; the llm.istanbul pipeline of seed 004): x = emb[tok]; per layer
+// The llama family (the llm.istanbul WebGPU trainer's model): x = emb[tok]; per layer
 // x += Wo·attn(rope(Wq·RMS1(x)), rope(Wk·RMS1(x)), Wv·RMS1(x)),
 // x += Wdown·(silu(Wgate·RMS2(x)) ⊙ Wup·RMS2(x)); logits = RMSf(x)·Wheadᵀ (untied), no biases.
 // RMSNorm eps 1e-5; RoPE θ = rope_theta, rotate-half pairing (i, i + hs/2), positions 0..T-1.

@@ -2,7 +2,7 @@
 // fp32 weights under their ParamLayout names (loadable by PyTorch or numpy as they are), the
 // optimizer state and, as metadata, everything a resumed run needs to continue bit-exactly:
 // the step, the full configuration, the data source and position, the RNG and schedule state.
-// docs/checkpoints.md documents the format. Saves are atomic (core/atomic_file.h).
+// docs/checkpoints.md documents the format. Saves are atomic (core/formats/atomic_file.h).
 #pragma once
 
 #include <cstdint>

@@ -43,7 +43,7 @@ TrainConfig nanogpt_char_recipe(int batch, int seq, int steps, int val_every) {
   return t;
 }
 
-// The llama family (DESIGN.md): F a multiple of 64 near 8C/3, RoPE θ 10000, z-loss 1e-4.
+// The llama family: F a multiple of 64 near 8C/3, RoPE θ 10000, z-loss 1e-4.
 ModelConfig llama_shape(int layers, int heads, int channels, int ffn, int max_seq) {
   ModelConfig m = gpt2_shape(layers, heads, channels, max_seq, 256, 256);
   m.arch = Arch::kLlama;

@@ -1,5 +1,5 @@
 // One training run: the model, its optimizer state, the data samplers, and the step that ties
-// forward, backward, clipping and AdamW together (seed 004's pipeline order). The command line
+// forward, backward, clipping and AdamW together (the GPU pipeline's order). The command line
 // (apps/) drives it and does the printing.
 #pragma once
 
@@ -68,7 +68,7 @@ class Trainer {
   Json describe(const std::string& preset, const std::string& init) const;
   // Mean loss over train.val_batches fixed batches of the val split (the same every call).
   float validate();
-  // Tokens sampled from the model after `prompt` (token ids) as core/sample.h describes
+  // Tokens sampled from the model after `prompt` (token ids) as core/train/sample.h describes
   // (temperature, top-k, one CounterRng(seed, kSample) draw per token), with a window of T.
   std::vector<int32_t> sample(const std::vector<int32_t>& prompt, const SampleOptions& options,
                               const std::function<void(int32_t)>& on_token = {});

@@ -7,7 +7,7 @@ Reads only the golden files (docs/golden-format.md): config.json (shapes, optimi
 every step), init.safetensors (initial weights by name; the mega-buffer layout with the decay
 flag of each tensor in its metadata) and batches.safetensors (inputs and targets of every step).
 Runs the steps with the model code of gpt2_mirror.py / llama_mirror.py (PyTorch's own layer_norm,
-gelu, silu, cross_entropy, autograd) and AdamW written out from seed 004's formulas (not
+gelu, silu, cross_entropy, autograd) and AdamW written out from the GPU kernel's formulas (not
 torch.optim):
     norm_sq = sum g^2 over finite g (float64);  grad_norm = f32(sqrt(norm_sq))
     clip = min(1, max_norm / max(grad_norm, 1e-6))            (1 when max_norm is 0)
