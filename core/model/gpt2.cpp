@@ -111,50 +111,52 @@ size_t Gpt2::activation_floats(const ModelConfig& cfg, int B, int T, AttentionKi
 }
 
 Gpt2::Gpt2(const ModelConfig& cfg, const ModelOptions& o)
-    : Model(cfg, gpt2_param_layout(cfg), o), arena_(activation_floats(cfg, o.batch, o.seq, o.attention)) {
+    : Model(cfg, gpt2_param_layout(cfg), o),
+      arena_(activation_floats(cfg, o.batch, o.seq, o.attention)) {
   wt_ = gpt2_tensors(layout_, cfg.layers, w_.data());
   gt_ = gpt2_tensors(layout_, cfg.layers, g_.data());
   ArenaCarver arena(arena_.data());
   carve_gpt2_activations(act_, arena, cfg, o.attention, o.batch, o.seq);
 }
 
-void Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
+// x = wte[tok] + wpe[t]
+const float* Gpt2::embedding_forward(const int32_t* inputs, int B, int T) {
+  pick(embed_forward<float>, embed_forward_fast)(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T,
+                                                 cfg_.channels);
+  return act_.encoded;
+}
+
+void Gpt2::embedding_backward(const float* dres, const int32_t* inputs, int B, int T) {
+  pick(embed_backward<float>, embed_backward_fast)(gt_.wte, gt_.wpe, dres, inputs, B, T,
+                                                   cfg_.channels);
+}
+
+// x += attn(LN1(x));  x += Wproj·gelu(Wfc·LN2(x) + bfc) + bproj
+const float* Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
   const Gpt2Tensors::Layer& w = wt_.layers[l];
   const LayerActs& a = act_.layers[l];
   const int N = B * T, C = cfg_.channels;
-  pick(layernorm_forward<float>, layernorm_forward_fast)(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N, C);
+  pick(layernorm_forward<float>, layernorm_forward_fast)(a.ln1, a.ln1_mean, a.ln1_rstd, res_in,
+                                                         w.ln1w, w.ln1b, N, C);
   linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);
   attention_fwd(a.atty, a.att, a.qkv, B, T);
   linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, N, C, C);
   pick(residual_forward<float>, residual_forward_fast)(a.res2, res_in, a.attproj, size_t(N) * C);
-  pick(layernorm_forward<float>, layernorm_forward_fast)(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N, C);
+  pick(layernorm_forward<float>, layernorm_forward_fast)(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2,
+                                                         w.ln2w, w.ln2b, N, C);
   linear_fwd(a.fch, a.ln2, w.fcw, w.fcb, N, C, 4 * C);
   pick(gelu_forward<float>, gelu_forward_fast)(a.fch_gelu, a.fch, size_t(N) * 4 * C);
   linear_fwd(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
   pick(residual_forward<float>, residual_forward_fast)(a.res3, a.res2, a.fcproj, size_t(N) * C);
+  return a.res3;
 }
 
-float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
-  const int N = B * T, C = cfg_.channels, Vp = cfg_.padded_vocab;
-  begin_forward(inputs, targets, B, T);
-  pick(embed_forward<float>, embed_forward_fast)(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T, C);
-  const float* res = act_.encoded;
-  for (int l = 0; l < cfg_.layers; ++l) {
-    layer_forward(l, res, B, T);
-    res = act_.layers[l].res3;
-  }
-  pick(layernorm_forward<float>, layernorm_forward_fast)(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N, C);
-  linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, N, C, Vp);
-  if (!targets) return 0.0f;
-  return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
-}
-
-// On entry dres holds the gradient of the layer's output (res3); on return, of its input.
 // Each residual add's backward routes the gradient unchanged to the skip path and the branch.
-void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T) {
+void Gpt2::layer_backward(int l, float* dres, int B, int T) {
   const Gpt2Tensors::Layer& w = wt_.layers[l];
   const Gpt2Tensors::Layer& g = gt_.layers[l];
   const LayerActs& a = act_.layers[l];
+  const float* res_in = layer_input(l);
   const int N = B * T, C = cfg_.channels;
   const size_t NC = size_t(N) * C;
   // MLP half: res3 = res2 + fcproj(gelu(fc(LN2(res2)))).
@@ -165,8 +167,8 @@ void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T)
              C);
   pick(gelu_backward<float>, gelu_backward_fast)(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
   linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C);
-  pick(layernorm_backward<float>, layernorm_backward_fast)(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean,
-                          a.ln2_rstd, N, C);
+  pick(layernorm_backward<float>, layernorm_backward_fast)(
+      act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
   // Attention half: res2 = res_in + attproj(attn(qkv(LN1(res_in)))).
   zero(dres, NC), zero(act_.dbranch, NC);
   pick(residual_backward<float>, residual_backward_fast)(dres, act_.dbranch, act_.dres2, NC);
@@ -174,24 +176,30 @@ void Gpt2::layer_backward(int l, const float* res_in, float* dres, int B, int T)
   linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
-  pick(layernorm_backward<float>, layernorm_backward_fast)(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N,
-                          C);
+  pick(layernorm_backward<float>, layernorm_backward_fast)(dres, g.ln1w, g.ln1b, act_.dln, res_in,
+                                                           w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
 }
 
-void Gpt2::backward() {
-  require_targets("Gpt2::backward");
-  const int B = last_.B, T = last_.T, N = B * T, C = cfg_.channels, L = cfg_.layers;
+// logits = LNf(x)·wteᵀ (the lm_head is the token embedding)
+float Gpt2::head_forward(const float* res, const int32_t* targets, int N) {
+  const int C = cfg_.channels;
+  pick(layernorm_forward<float>, layernorm_forward_fast)(act_.lnf, act_.lnf_mean, act_.lnf_rstd,
+                                                         res, wt_.lnfw, wt_.lnfb, N, C);
+  linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, N, C, cfg_.padded_vocab);
+  if (!targets) return 0.0f;
+  return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
+}
+
+float* Gpt2::head_backward(int N) {
+  const int C = cfg_.channels;
   const size_t NC = size_t(N) * C;
-  const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
   linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, N, C, cfg_.padded_vocab);
   zero(act_.dres, NC);
-  pick(layernorm_backward<float>, layernorm_backward_fast)(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, res_last, wt_.lnfw,
-                          act_.lnf_mean, act_.lnf_rstd, N, C);
-  for (int l = L - 1; l >= 0; --l) {
-    layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
-  }
-  pick(embed_backward<float>, embed_backward_fast)(gt_.wte, gt_.wpe, act_.dres, last_.inputs, B, T, C);
+  pick(layernorm_backward<float>, layernorm_backward_fast)(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln,
+                                                           layer_input(cfg_.layers), wt_.lnfw,
+                                                           act_.lnf_mean, act_.lnf_rstd, N, C);
+  return act_.dres;
 }
 
 }  // namespace reftrain

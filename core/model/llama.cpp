@@ -121,14 +121,29 @@ size_t Llama::activation_floats(const ModelConfig& cfg, int B, int T, AttentionK
 }
 
 Llama::Llama(const ModelConfig& cfg, const ModelOptions& o)
-    : Model(cfg, llama_param_layout(cfg), o), arena_(activation_floats(cfg, o.batch, o.seq, o.attention)) {
+    : Model(cfg, llama_param_layout(cfg), o),
+      arena_(activation_floats(cfg, o.batch, o.seq, o.attention)) {
   wt_ = llama_tensors(layout_, cfg.layers, w_.data());
   gt_ = llama_tensors(layout_, cfg.layers, g_.data());
   ArenaCarver arena(arena_.data());
   carve_llama_activations(act_, arena, cfg, o.attention, o.batch, o.seq);
 }
 
-void Llama::layer_forward(int l, const float* res_in, int B, int T) {
+// x = emb[tok]
+const float* Llama::embedding_forward(const int32_t* inputs, int B, int T) {
+  pick(token_embed_forward<float>, token_embed_forward_fast)(act_.encoded, inputs, wt_.emb,
+                                                             size_t(B) * T, cfg_.channels);
+  return act_.encoded;
+}
+
+void Llama::embedding_backward(const float* dres, const int32_t* inputs, int B, int T) {
+  pick(token_embed_backward<float>, token_embed_backward_fast)(gt_.emb, dres, inputs, size_t(B) * T,
+                                                               cfg_.channels);
+}
+
+// x += Wo·attn(rope(Wq·RMS1(x)), rope(Wk·RMS1(x)), Wv·RMS1(x))
+// x += Wdown·(silu(Wgate·RMS2(x)) ⊙ Wup·RMS2(x))
+const float* Llama::layer_forward(int l, const float* res_in, int B, int T) {
   const LlamaTensors::Layer& w = wt_.layers[l];
   const LayerActs& a = act_.layers[l];
   const int N = B * T, C = cfg_.channels, F = cfg_.ffn, NH = cfg_.heads;
@@ -149,28 +164,14 @@ void Llama::layer_forward(int l, const float* res_in, int B, int T) {
   pick(swiglu_forward<float>, swiglu_forward_fast)(a.swi, a.gate, a.up, NF);
   linear_fwd(a.down, a.swi, w.wdown, nullptr, N, F, C);
   pick(residual_forward<float>, residual_forward_fast)(a.res3, a.res2, a.down, NC);
+  return a.res3;
 }
 
-float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
-  const int N = B * T, C = cfg_.channels;
-  begin_forward(inputs, targets, B, T);
-  pick(token_embed_forward<float>, token_embed_forward_fast)(act_.encoded, inputs, wt_.emb, size_t(N), C);
-  const float* res = act_.encoded;
-  for (int l = 0; l < cfg_.layers; ++l) {
-    layer_forward(l, res, B, T);
-    res = act_.layers[l].res3;
-  }
-  pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(act_.rmsf, act_.rmsf_rstd, res, wt_.rmsfw, N, C);
-  linear_fwd(act_.logits, act_.rmsf, wt_.head, nullptr, N, C, cfg_.padded_vocab);
-  if (!targets) return 0.0f;
-  return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
-}
-
-// On entry dres holds the gradient of the layer's output (res3); on return, of its input.
-void Llama::layer_backward(int l, const float* res_in, float* dres, int B, int T) {
+void Llama::layer_backward(int l, float* dres, int B, int T) {
   const LlamaTensors::Layer& w = wt_.layers[l];
   const LlamaTensors::Layer& g = gt_.layers[l];
   const LayerActs& a = act_.layers[l];
+  const float* res_in = layer_input(l);
   const int N = B * T, C = cfg_.channels, F = cfg_.ffn, NH = cfg_.heads;
   const size_t NC = size_t(N) * C, NF = size_t(N) * F;
   // MLP half: res3 = res2 + down(swiglu(gate(RMS2(res2)), up(RMS2(res2)))).
@@ -178,10 +179,12 @@ void Llama::layer_backward(int l, const float* res_in, float* dres, int B, int T
   pick(residual_backward<float>, residual_backward_fast)(act_.dres2, act_.dbranch, dres, NC);
   zero(act_.dswi, NF), zero(act_.dgate, NF), zero(act_.dup, NF), zero(act_.dln, NC);
   linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, N, F, C);
-  pick(swiglu_backward<float>, swiglu_backward_fast)(act_.dgate, act_.dup, act_.dswi, a.gate, a.up, NF);
+  pick(swiglu_backward<float>, swiglu_backward_fast)(act_.dgate, act_.dup, act_.dswi, a.gate, a.up,
+                                                     NF);
   linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, N, C, F);
   linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, N, C, F);
-  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(act_.dres2, g.rms2w, act_.dln, a.res2, w.rms2w, a.rms2_rstd, N, C);
+  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(act_.dres2, g.rms2w, act_.dln, a.res2,
+                                                       w.rms2w, a.rms2_rstd, N, C);
   // Attention half: res2 = res_in + o(attn(rope(q(x)), rope(k(x)), v(x))), x = RMS1(res_in).
   zero(dres, NC), zero(act_.dbranch, NC);
   pick(residual_backward<float>, residual_backward_fast)(dres, act_.dbranch, act_.dres2, NC);
@@ -190,28 +193,37 @@ void Llama::layer_backward(int l, const float* res_in, float* dres, int B, int T
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   unpack_qkv(act_.qr, act_.kr, act_.v, act_.dqkv, N, C);  // now dq, dk after RoPE, and dv
   zero(act_.q, NC), zero(act_.k, NC);
-  pick(rope_backward<float>, rope_backward_fast)(act_.q, act_.qr, B, T, NH, C / NH, cfg_.rope_theta);
-  pick(rope_backward<float>, rope_backward_fast)(act_.k, act_.kr, B, T, NH, C / NH, cfg_.rope_theta);
+  pick(rope_backward<float>, rope_backward_fast)(act_.q, act_.qr, B, T, NH, C / NH,
+                                                 cfg_.rope_theta);
+  pick(rope_backward<float>, rope_backward_fast)(act_.k, act_.kr, B, T, NH, C / NH,
+                                                 cfg_.rope_theta);
   linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, N, C, C);
   linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, N, C, C);
   linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, N, C, C);
-  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(dres, g.rms1w, act_.dln, res_in, w.rms1w, a.rms1_rstd, N, C);
+  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(dres, g.rms1w, act_.dln, res_in, w.rms1w,
+                                                       a.rms1_rstd, N, C);
 }
 
-void Llama::backward() {
-  require_targets("Llama::backward");
-  const int B = last_.B, T = last_.T, N = B * T, C = cfg_.channels, L = cfg_.layers;
+// logits = RMSf(x)·Wheadᵀ
+float Llama::head_forward(const float* res, const int32_t* targets, int N) {
+  const int C = cfg_.channels;
+  pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(act_.rmsf, act_.rmsf_rstd, res, wt_.rmsfw, N,
+                                                     C);
+  linear_fwd(act_.logits, act_.rmsf, wt_.head, nullptr, N, C, cfg_.padded_vocab);
+  if (!targets) return 0.0f;
+  return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
+}
+
+float* Llama::head_backward(int N) {
+  const int C = cfg_.channels;
   const size_t NC = size_t(N) * C;
-  const float* res_last = L > 0 ? act_.layers[L - 1].res3 : act_.encoded;
   zero(act_.dln, NC);
   linear_bwd(act_.dln, gt_.head, nullptr, act_.dlogits, act_.rmsf, wt_.head, N, C,
              cfg_.padded_vocab);
   zero(act_.dres, NC);
-  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(act_.dres, gt_.rmsfw, act_.dln, res_last, wt_.rmsfw, act_.rmsf_rstd, N, C);
-  for (int l = L - 1; l >= 0; --l) {
-    layer_backward(l, l > 0 ? act_.layers[l - 1].res3 : act_.encoded, act_.dres, B, T);
-  }
-  pick(token_embed_backward<float>, token_embed_backward_fast)(gt_.emb, act_.dres, last_.inputs, size_t(N), C);
+  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(
+      act_.dres, gt_.rmsfw, act_.dln, layer_input(cfg_.layers), wt_.rmsfw, act_.rmsf_rstd, N, C);
+  return act_.dres;
 }
 
 }  // namespace reftrain

@@ -34,8 +34,6 @@ class Llama : public Model {
 
   static size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention);
 
-  float forward(const int32_t* inputs, const int32_t* targets, int B, int T) override;
-  void backward() override;
   const float* logits() const override { return act_.logits; }
 
  private:
@@ -57,8 +55,14 @@ class Llama : public Model {
   template <typename A>
   friend void carve_llama_activations(A& a, ArenaCarver& arena, const ModelConfig& cfg,
                                       AttentionKind attention, int B, int T);
-  void layer_forward(int l, const float* res_in, int B, int T);
-  void layer_backward(int l, const float* res_in, float* dres, int B, int T);
+  const float* embedding_forward(const int32_t* inputs, int B, int T) override;
+  void embedding_backward(const float* dres, const int32_t* inputs, int B, int T) override;
+  const float* layer_forward(int l, const float* res_in, int B, int T) override;
+  void layer_backward(int l, float* dres, int B, int T) override;
+  float head_forward(const float* res, const int32_t* targets, int N) override;
+  float* head_backward(int N) override;
+  // The residual stream entering layer l: the embedding's output or layer l-1's.
+  const float* layer_input(int l) const { return l > 0 ? act_.layers[l - 1].res3 : act_.encoded; }
 
   AlignedBuffer<float> arena_;
   LlamaTensors wt_, gt_;

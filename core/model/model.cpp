@@ -7,9 +7,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/base/rng.h"
 #include "core/model/gpt2.h"
 #include "core/model/llama.h"
-#include "core/base/rng.h"
 #include "ops/attention.h"
 #include "ops/linear.h"
 #include "ops/loss.h"
@@ -41,7 +41,8 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
       matmul_(o.matmul, 0, widen_elems(layout_, o.precision, o.matmul)) {
   if (o.kernels == Kernels::kReference &&
       (o.matmul != MatmulKind::kNaive || o.attention != AttentionKind::kMaterialised)) {
-    throw std::invalid_argument("reference kernels run the naive matmul and materialised attention");
+    throw std::invalid_argument(
+        "reference kernels run the naive matmul and materialised attention");
   }
 }
 
@@ -60,6 +61,21 @@ void Model::init_weights(uint64_t seed) {
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(std_dev * rng.normal(t.offset + i));
   }
   refresh_mirror();
+}
+
+float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
+  last_ = {B, T, inputs, targets != nullptr};
+  const float* res = embedding_forward(inputs, B, T);
+  for (int l = 0; l < cfg_.layers; ++l) res = layer_forward(l, res, B, T);
+  return head_forward(res, targets, B * T);
+}
+
+void Model::backward() {
+  require_targets("Model::backward");
+  const int B = last_.B, T = last_.T;
+  float* dres = head_backward(B * T);
+  for (int l = cfg_.layers - 1; l >= 0; --l) layer_backward(l, dres, B, T);
+  embedding_backward(dres, last_.inputs, B, T);
 }
 
 void Model::require_targets(const char* who) const {
@@ -111,8 +127,7 @@ void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float
 float Model::mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                        int N) const {
   pick(crossentropy_forward_backward<float>, crossentropy_forward_backward_fast)(
-      losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab, 1.0f / float(N),
-      z_loss_);
+      losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab, 1.0f / float(N), z_loss_);
   double sum = 0.0;  // in position order
   for (int i = 0; i < N; ++i) sum += losses[i];
   return static_cast<float>(sum / N);

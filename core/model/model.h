@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <memory>
 
-#include "simd/aligned_buffer.h"
 #include "core/model/model_config.h"
 #include "core/model/param_layout.h"
 #include "ops/cast.h"
 #include "ops/matmul.h"
+#include "simd/aligned_buffer.h"
 
 namespace reftrain {
 
@@ -43,11 +43,13 @@ class Model {
   // change of the weights.
   void refresh_mirror();
 
-  // Forward over B×T tokens (≤ the construction sizes). With targets, returns the mean loss
-  // (cross-entropy + z·mean(lse²)) and keeps dlogits for backward(); without, fills logits only.
-  virtual float forward(const int32_t* inputs, const int32_t* targets, int B, int T) = 0;
-  // Accumulates (+=) the gradient of the last forward's loss into grads().
-  virtual void backward() = 0;
+  // Forward over B×T tokens (≤ the construction sizes): the embedding, every layer, the final
+  // norm and the lm_head. With targets, returns the mean loss (cross-entropy + z·mean(lse²)) and
+  // keeps dlogits for backward(); without, fills logits only.
+  float forward(const int32_t* inputs, const int32_t* targets, int B, int T);
+  // Accumulates (+=) the gradient of the last forward's loss into grads(): the same pieces in
+  // reverse order.
+  void backward();
   // Logits [B,T,Vp] of the last forward.
   virtual const float* logits() const = 0;
 
@@ -55,6 +57,19 @@ class Model {
   // Throws std::invalid_argument when options.kernels is kReference with another matmul than
   // naive or another attention than materialised.
   Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& options);
+
+  // A family's pieces of forward() and backward(), each forward beside its backward in the
+  // family's file. The residual stream enters a layer as `res_in` and leaves as its output.
+  virtual const float* embedding_forward(const int32_t* inputs, int B, int T) = 0;
+  virtual const float* layer_forward(int l, const float* res_in, int B, int T) = 0;
+  // Final norm and lm_head into logits(); with targets, the loss and dlogits (mean_loss).
+  virtual float head_forward(const float* res, const int32_t* targets, int N) = 0;
+  // From dlogits back through the lm_head and the final norm: the gradient of the last
+  // layer's output, in a buffer the layers' backward then carries down the stack.
+  virtual float* head_backward(int N) = 0;
+  // On entry dres holds the gradient of layer l's output; on return, of its input.
+  virtual void layer_backward(int l, float* dres, int B, int T) = 0;
+  virtual void embedding_backward(const float* dres, const int32_t* inputs, int B, int T) = 0;
 
   // The version of a kernel this model runs: `ref`, the reference (the plain name), or `fast`,
   // its production version (`_fast`), as options.kernels says.
@@ -90,9 +105,6 @@ class Model {
     const int32_t* inputs = nullptr;
     bool has_targets = false;
   };
-  void begin_forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
-    last_ = {B, T, inputs, targets != nullptr};
-  }
   // Throws std::logic_error when the last forward had no targets (a programming error).
   void require_targets(const char* who) const;
 
