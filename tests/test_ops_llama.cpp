@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "op_check.h"
+#include "tests/common/op_check.h"
 #include "ops/activation.h"
 #include "ops/loss.h"
 #include "ops/norm.h"

@@ -29,7 +29,7 @@
 #include "ops/residual.h"
 #include "ops/rope.h"
 #include "simd/reduce.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 // The fast kernels compiled for x86-64-v3 (AVX2) in namespace reftrain_avx2 (tests/CMakeLists.txt:
 // ops_fast_avx2), declared here as ops/*.h declare them.

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <string>
 
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

@@ -14,7 +14,7 @@
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
 #include "ops/cast.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

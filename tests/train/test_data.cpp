@@ -23,7 +23,7 @@
 #include "core/formats/llmc.h"
 #include "core/base/rng.h"
 #include "core/formats/safetensors.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

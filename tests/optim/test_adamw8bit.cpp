@@ -16,7 +16,7 @@
 
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

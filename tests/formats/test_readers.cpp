@@ -18,7 +18,7 @@
 #include "core/model/gpt2.h"
 #include "core/formats/input_file.h"
 #include "core/formats/llmc.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

@@ -19,7 +19,7 @@
 #include "core/model/model.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

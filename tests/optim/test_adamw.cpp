@@ -14,7 +14,7 @@
 #include "ops/cast.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

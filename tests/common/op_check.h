@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain::op_check {
 

@@ -29,7 +29,7 @@
 #include "ops/cast.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "op_check.h"
+#include "tests/common/op_check.h"
 #include "ops/attention.h"
 #include "ops/attention.h"
 
