@@ -11,13 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "simd/aligned_buffer.h"
 #include "core/base/checked.h"
-#include "core/train/data.h"
 #include "core/base/error.h"
-#include "core/model/gpt2.h"
 #include "core/formats/input_file.h"
 #include "core/formats/llmc.h"
+#include "core/model/gpt2.h"
+#include "core/train/data.h"
+#include "simd/aligned_buffer.h"
 #include "tests/common/test_util.h"
 
 namespace reftrain {

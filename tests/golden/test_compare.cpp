@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "core/golden/compare.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
+#include "core/golden/compare.h"
 #include "ops/cast.h"
 #include "tests/common/test_util.h"
 

@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "core/train/checkpoint.h"
 #include "core/formats/safetensors.h"
+#include "core/train/checkpoint.h"
 #include "tests/common/cli_util.h"
 #include "tests/common/test_util.h"
 

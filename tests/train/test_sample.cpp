@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "core/train/config.h"
-#include "core/model/model.h"
 #include "core/base/rng.h"
+#include "core/model/model.h"
+#include "core/train/config.h"
 #include "core/train/sample.h"
 #include "tests/common/cli_util.h"
 #include "tests/common/test_util.h"
