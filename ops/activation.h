@@ -28,7 +28,7 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
 
 // The fast float path, used by the models: the same formulas and contracts with 16-lane xsimd
 // code, explicit FMAs and simd/math.h's tanh and sigmoid (a few ulp from libm's): the same
-// bits on every ISA, within the bound tests/test_ops_simd.cpp states of the reference.
+// bits on every ISA, within the bound tests/ops/test_activation.cpp states of the reference.
 
 // Same as gelu_forward except float only, 16 lanes at a time, simd/math.h's tanh.
 void gelu_forward_fast(float* out, const float* x, size_t n);

@@ -24,7 +24,7 @@ void crossentropy_forward_backward(T* losses, T* dlogits, const T* logits, const
 // The fast float path, used by the models: the same contract with 16-lane xsimd code — the max
 // and Σexp in the fixed order of simd/reduce.h, simd::exp, one exponential per logit (dlogits
 // holds e^(x-m) between the two passes). The same bits on every ISA; within the bound
-// tests/test_ops_simd.cpp states of the reference.
+// tests/ops/test_loss.cpp states of the reference.
 
 // Same as crossentropy_forward_backward except float only, 16 lanes at a time, simd::exp.
 void crossentropy_forward_backward_fast(float* losses, float* dlogits, const float* logits,

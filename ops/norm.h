@@ -38,7 +38,7 @@ void rmsnorm_backward(T* dx, T* dw, const T* dout, const T* x, const T* w, const
 // The fast float path, used by the models: the same math and contracts (accumulating, any
 // thread count) with 16-lane xsimd code. Row sums (mean, variance, Σx², Σdn, Σdn·n) run in the
 // fixed order of simd/reduce.h with explicit FMAs, so the result is the same on every ISA but
-// differs from the reference's sequential sums by rounding (tests/test_ops_simd.cpp states the
+// differs from the reference's sequential sums by rounding (tests/ops/test_norm.cpp states the
 // bound); the dw/db column sums are bit-identical to the reference's.
 
 // Same as layernorm_forward except float only, 16 lanes at a time, fixed-order row sums.

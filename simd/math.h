@@ -6,7 +6,7 @@
 // exp: Cephes' expf. n = round(x·log2 e), r = x − n·ln 2 (ln 2 split in two for exactness),
 // e^r ≈ 1 + r + r²·P(r) with P of degree 5 on |r| ≤ ln2/2, then scaled by 2^n as two factors
 // 2^⌊n/2⌋ · 2^(n−⌊n/2⌋) so the subnormal range and x near the overflow limit come out right.
-// Accuracy: within 2 ulp of the correctly rounded exp (tests/test_simd_math.cpp measures it).
+// Accuracy: within 2 ulp of the correctly rounded exp (tests/simd/test_simd_math.cpp measures it).
 // exp(NaN) = NaN, exp(x > 88.73) = +inf, exp(x < −104) = +0.
 //
 // tanh: Cephes' odd polynomial for |x| < 0.625, 1 − 2/(e^{2|x|} + 1) with the sign of x above.

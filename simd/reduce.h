@@ -10,7 +10,7 @@
 //   3. The leftover n mod 16 elements are folded into that result one at a time, in order.
 // A step is written once for V = float and V = Wide (step 3 calls it with float), using only
 // operations that round the same way in both (simd::fma, never a compiler-contracted a·b + c).
-// tests/test_ops_simd.cpp emulates this order in scalar code and requires equal bits.
+// tests/common/fast_check.h emulates this order in scalar code and requires equal bits.
 #pragma once
 
 #include <array>

@@ -1,7 +1,7 @@
 // `reftrain explain KERNEL`: runs one kernel on a handful of numbers and prints, step by step,
 // its inputs, every intermediate under the name its study page (docs/kernels/) uses, the output,
 // the backward's intermediates, and a finite-difference check of the gradient. The pages embed
-// this output verbatim (tests/test_explain.cpp regenerates it), so page and program agree.
+// this output verbatim (tests/cli/test_explain.cpp regenerates it), so page and program agree.
 #pragma once
 
 #include <cstdint>

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "tests/cli_util.h"
-#include "tests/test_util.h"
+#include "tests/common/cli_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain::testing {
 namespace {

@@ -6,8 +6,8 @@
 // part of the contract. A change that moves these bytes must say why in its commit and in
 // docs/golden-format.md, and regenerate the list: write the same directories as this test
 // into an empty folder, then, inside it,
-//   find . -type f ! -name build.json | sort | sed 's|^\./||' | xargs sha256sum \
-//     > tests/golden/golden_bytes.sha256
+//   find . -type f ! -name build.json | sort | sed 's|^\./||' |
+//     xargs sha256sum > tests/golden/golden_bytes.sha256
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -15,7 +15,7 @@
 #include <sstream>
 #include <string>
 
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

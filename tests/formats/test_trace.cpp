@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "core/formats/trace.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

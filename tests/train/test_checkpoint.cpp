@@ -17,8 +17,8 @@
 #include "optim/optimizer.h"
 #include "core/formats/safetensors.h"
 #include "optim/adamw8bit.h"
-#include "tests/cli_util.h"
-#include "tests/test_util.h"
+#include "tests/common/cli_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain::testing {
 namespace {

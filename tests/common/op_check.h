@@ -1,11 +1,11 @@
-// The harness of the op tests (test_ops_fd.cpp, test_ops_llama.cpp): deterministic data, the
-// projected loss L = Σ R·out of an op, and the three checks every op gets — backward against
-// central finite differences in double, backward accumulates (+=), and the float instantiation
-// against the double one.
+// The harness of the op tests (tests/ops/test_*.cpp): deterministic data, the projected loss
+// L = Σ R·out of an op, and the three checks every op gets — backward against central finite
+// differences in double, backward accumulates (+=), and the float instantiation against the
+// double one — plus the forward against its formula written out in long double.
 //
 // An op is a struct with `names` and `inputs` (its differentiable inputs, in double), `out_size()`,
 // and templated `std::vector<T> forward(const Tensors<T>& in)` and `backward(const Tensors<T>& in,
-// const std::vector<T>& dout, Tensors<T>& grads)` calling the kernel; see the two test files.
+// const std::vector<T>& dout, Tensors<T>& grads)` calling the kernel; see the test files.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain::op_check {
 
@@ -151,6 +151,18 @@ void check_float_matches_double(const Op& op) {
   op.template backward<float>(in_f, R_f, g_f);
   op.template backward<double>(in_d, R_d, g_d);
   for (size_t k = 0; k < g_d.size(); ++k) expect_float_close("d" + op.names[k], g_f[k], g_d[k]);
+}
+
+// Forwards against the formulas in the headers, written out by each test in long double. The
+// double kernels round a handful of times per element at 2^-53 ≈ 1.1e-16 on O(1..10) values;
+// 1e-13 of the output's magnitude allows for that and nothing more.
+inline void expect_matches_reference(const std::string& what, const std::vector<double>& got,
+                                     const std::vector<long double>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_LE(std::abs((long double)got[i] - want[i]), 1e-13L * std::max(1.0L, std::abs(want[i])))
+        << what << "[" << i << "]: got " << got[i] << ", want " << double(want[i]);
+  }
 }
 
 // A buffer between guard zones of sentinel values, to catch writes outside it.

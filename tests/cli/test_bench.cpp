@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/formats/trace.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

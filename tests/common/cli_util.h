@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain::testing {
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "core/golden/compare.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
+#include "core/golden/compare.h"
 #include "ops/cast.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

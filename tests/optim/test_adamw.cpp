@@ -14,7 +14,7 @@
 #include "ops/cast.h"
 #include "optim/adamw.h"
 #include "optim/schedule.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {
@@ -480,9 +480,9 @@ TEST(AdamWXsimd, BitIdenticalToRefUnaligned) {
   OptState big = random_state(n + 1, 77);
   OptState ref = big;
   adamw_update_f16_fast(big.w.data() + 1, big.g.data() + 1, big.m.data() + 1, big.v.data() + 1,
-                   big.w16.data() + 1, n, stats, hp, 2);
+                        big.w16.data() + 1, n, stats, hp, 2);
   adamw_update_f16(ref.w.data() + 1, ref.g.data() + 1, ref.m.data() + 1, ref.v.data() + 1,
-                       ref.w16.data() + 1, n, stats, hp, 2);
+                   ref.w16.data() + 1, n, stats, hp, 2);
   EXPECT_TRUE(same_state(big, ref, true));
   EXPECT_NE(bits_of(big.g[0]), 0u) << "wrote before the range";
 }

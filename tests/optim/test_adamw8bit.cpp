@@ -16,7 +16,7 @@
 
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {
@@ -324,8 +324,9 @@ void run_case(const Case& c, bool simd) {
   const State st0 = st;
   const std::vector<float> w0 = w, g0 = g;
 
-  (simd ? adamw_8bit_update_fast : adamw_8bit_update)(w.data(), g.data(), st.mp.data(), st.vp.data(),
-                                                     st.ms.data(), st.vs.data(), n, stats, hp, c.t);
+  (simd ? adamw_8bit_update_fast : adamw_8bit_update)(w.data(), g.data(), st.mp.data(),
+                                                      st.vp.data(), st.ms.data(), st.vs.data(), n,
+                                                      stats, hp, c.t);
 
   const double b1 = hp.beta1, b2 = hp.beta2, lr = hp.lr, eps = hp.eps, wd = hp.wd;
   const double b1t = float(std::pow(b1, c.t)), b2t = float(std::pow(b2, c.t));
@@ -418,8 +419,8 @@ TEST(AdamW8bit, BitIdenticalToFp32KernelOnDequantizedState) {
       }
       adamw_update_fast(w32.data(), g32.data(), m32.data(), v32.data(), n, stats, hp, 7);
       (simd ? adamw_8bit_update_fast : adamw_8bit_update)(w.data(), g.data(), st.mp.data(),
-                                                         st.vp.data(), st.ms.data(), st.vs.data(),
-                                                         n, stats, hp, 7);
+                                                          st.vp.data(), st.ms.data(), st.vs.data(),
+                                                          n, stats, hp, 7);
       EXPECT_EQ(float_bits(w), float_bits(w32)) << "n " << n << (simd ? " xsimd" : " ref");
       EXPECT_EQ(float_bits(g), float_bits(g32));
       for (size_t b = 0; b < quant_blocks(n); ++b) {
@@ -456,8 +457,8 @@ TEST(AdamW8bit, ZeroStateStaysZero) {
     }
     std::vector<float> want = w;
     for (float& x : want) x = x - hp.lr * (0.0f + hp.wd * x);
-    adamw_8bit_update_fast(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(), n,
-                      {0.0f, 1.0f}, hp, t);
+    adamw_8bit_update_fast(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(),
+                           st.vs.data(), n, {0.0f, 1.0f}, hp, t);
     EXPECT_TRUE(st == zero) << "step " << t;
     EXPECT_EQ(float_bits(w), float_bits(want)) << "step " << t;
   }
@@ -465,8 +466,8 @@ TEST(AdamW8bit, ZeroStateStaysZero) {
   const AdamWHyper no_wd{0.01f, 0.9f, 0.999f, 1e-8f, 0.0f};
   const std::vector<float> before = w;
   std::vector<float> g(n, 0.0f);
-  adamw_8bit_update(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(),
-                        n, {0.0f, 1.0f}, no_wd, 4);
+  adamw_8bit_update(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(), n,
+                    {0.0f, 1.0f}, no_wd, 4);
   EXPECT_EQ(float_bits(w), float_bits(before));
   EXPECT_TRUE(st == zero);
 }
@@ -482,8 +483,8 @@ TEST(AdamW8bit, OverflowingVFreezesItsBlockWithoutNaN) {
   for (int t = 1; t <= 3; ++t) {
     std::vector<float> g(n, 1e-3f);
     if (t == 1) g[10] = 1e22f;
-    adamw_8bit_update_fast(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(), n,
-                      {0.0f, 1.0f}, hp, t);
+    adamw_8bit_update_fast(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(),
+                           st.vs.data(), n, {0.0f, 1.0f}, hp, t);
     if (t == 1) after_first = w;
   }
   EXPECT_EQ(st.vs[0], kInf);
@@ -516,10 +517,10 @@ TEST(AdamW8bit, SimdBitIdenticalToRef) {
     for (int t = 1; t <= 20; ++t) {
       std::vector<float> ga = grads(n, 1000 * t + n), gb = ga;
       const GradStats stats{1.0f, t % 2 ? 1.0f : 0.3f};
-      adamw_8bit_update(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(),
-                            a.vs.data(), n, stats, hp, t);
-      adamw_8bit_update_fast(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(), b.vs.data(), n,
+      adamw_8bit_update(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(), a.vs.data(), n,
                         stats, hp, t);
+      adamw_8bit_update_fast(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(),
+                             b.vs.data(), n, stats, hp, t);
       ASSERT_EQ(float_bits(wa), float_bits(wb)) << "n " << n << " step " << t;
       ASSERT_EQ(float_bits(ga), float_bits(gb)) << "n " << n << " step " << t;
       ASSERT_TRUE(a == b) << "n " << n << " step " << t;
@@ -537,9 +538,9 @@ TEST(AdamW8bit, NanMomentIsStoredAsCodeZero) {
   std::vector<float> wa(n, 0.5f), wb = wa, ga = grads(n, 8), gb = ga;
   const GradStats stats{1.0f, std::numeric_limits<float>::quiet_NaN()};
   adamw_8bit_update(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(), a.vs.data(), n,
-                        stats, hp, 3);
-  adamw_8bit_update_fast(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(), b.vs.data(), n,
                     stats, hp, 3);
+  adamw_8bit_update_fast(wb.data(), gb.data(), b.mp.data(), b.vp.data(), b.ms.data(), b.vs.data(),
+                         n, stats, hp, 3);
   EXPECT_TRUE(a == b);
   std::vector<float> g0 = grads(n, 8);
   size_t nan_moments = 0;
@@ -567,8 +568,8 @@ TEST(AdamW8bit, BitIdenticalAcrossThreadCounts) {
         for (int t = 1; t <= 5; ++t) {
           std::vector<float> g = grads(n, 79 + t);
           (simd ? adamw_8bit_update_fast : adamw_8bit_update)(w.data(), g.data(), st.mp.data(),
-                                                             st.vp.data(), st.ms.data(),
-                                                             st.vs.data(), n, {1.0f, 0.5f}, hp, t);
+                                                              st.vp.data(), st.ms.data(),
+                                                              st.vs.data(), n, {1.0f, 0.5f}, hp, t);
         }
         w_out[threads - 1] = w;
         st_out.push_back(st);
@@ -592,8 +593,8 @@ TEST(AdamW8bit, PackedLayout) {
   const float mk[7] = {1, -2, 3, 127, -5, 6, -7};
   std::vector<float> w(n, 1.0f), g(n);
   for (size_t k = 0; k < n; ++k) g[k] = 2 * mk[k];
-  adamw_8bit_update(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(),
-                        n, {0.0f, 1.0f}, hp, 1);
+  adamw_8bit_update(w.data(), g.data(), st.mp.data(), st.vp.data(), st.ms.data(), st.vs.data(), n,
+                    {0.0f, 1.0f}, hp, 1);
   ASSERT_EQ(st.mp.size(), 2u);
   EXPECT_EQ(st.ms[0], 1.0f);
   EXPECT_EQ(st.mp[0], 0x7F03FE01u);  // bytes 0..3: 1, −2, 3, 127
@@ -627,8 +628,8 @@ TEST(AdamW8bit, PackedLayout) {
     v32[k] = deq_v(255, 0.01f);
   }
   adamw_update_fast(w32.data(), g32.data(), m32.data(), v32.data(), n, {0.0f, 1.0f}, hp2, 3);
-  adamw_8bit_update_fast(w2.data(), g2.data(), in.mp.data(), in.vp.data(), in.ms.data(), in.vs.data(), n,
-                    {0.0f, 1.0f}, hp2, 3);
+  adamw_8bit_update_fast(w2.data(), g2.data(), in.mp.data(), in.vp.data(), in.ms.data(),
+                         in.vs.data(), n, {0.0f, 1.0f}, hp2, 3);
   EXPECT_EQ(float_bits(w2), float_bits(w32));
 }
 
@@ -753,7 +754,7 @@ TEST(AdamW8bit, VQuantizationMeasurement) {
       }
       if (r == 4) {
         adamw_8bit_update_fast(w[r].data(), g.data(), packed.mp.data(), packed.vp.data(),
-                          packed.ms.data(), packed.vs.data(), n, stats, hp, t);
+                               packed.ms.data(), packed.vs.data(), n, stats, hp, t);
       }
       for (size_t i = 0; i < n; ++i) {
         max_step[r] = std::max(max_step[r], std::abs(double(w[r][i]) - before[i]) / hp.lr);

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "core/golden/compare.h"
-#include "core/train/config.h"
-#include "core/golden/golden_kernels.h"
-#include "core/model/model.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
-#include "tests/test_util.h"
+#include "core/golden/compare.h"
+#include "core/golden/golden_kernels.h"
+#include "core/model/model.h"
+#include "core/train/config.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {
@@ -94,8 +94,7 @@ TEST(GoldenRun, InitLayoutAndDebugStateAreTheModels) {
   const std::string out = golden_run(dir, "run", "--preset tiny --steps 2 --seed 5");
   const SafetensorsFile init = read_safetensors(out + "/init.safetensors");
   const Preset& p = find_preset("tiny");
-  std::unique_ptr<Model> model =
-      make_model(p.model, ModelOptions{p.train.batch, p.train.seq});
+  std::unique_ptr<Model> model = make_model(p.model, ModelOptions{p.train.batch, p.train.seq});
   model->init_weights(5);
   const Json layout = Json::parse(init.metadata.at("layout"));
   ASSERT_EQ(layout.size(), model->layout().tensors().size());

@@ -12,7 +12,7 @@
 
 #include "core/base/error.h"
 #include "core/formats/safetensors.h"
-#include "tests/test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain::testing {
 namespace {

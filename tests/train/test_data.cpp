@@ -15,15 +15,15 @@
 #include <string>
 #include <vector>
 
-#include "simd/aligned_buffer.h"
+#include "core/base/error.h"
+#include "core/base/rng.h"
+#include "core/formats/llmc.h"
+#include "core/formats/safetensors.h"
+#include "core/model/gpt2.h"
 #include "core/train/config.h"
 #include "core/train/data.h"
-#include "core/base/error.h"
-#include "core/model/gpt2.h"
-#include "core/formats/llmc.h"
-#include "core/base/rng.h"
-#include "core/formats/safetensors.h"
-#include "tests/test_util.h"
+#include "simd/aligned_buffer.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

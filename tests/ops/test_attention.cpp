@@ -1,6 +1,13 @@
-// The fused attention (ops/attention.h) against independent oracles: the materialised
-// reference (ops/attention.h) in double, the row logsumexp summed in long double here, and
-// central finite differences of its own forward in double (tests/op_check.h). Shapes are odd on
+// Causal multi-head attention (ops/attention.h), both versions.
+//
+// The materialised reference (attention_forward/backward): its backward against central finite
+// differences of its own forward in double, backward accumulates (+=), float agrees with
+// double, the forward matches the softmax formula written out here in long double, att is
+// causal with rows summing to one, and the backward writes only dqkv and its scratch.
+//
+// The fused attention (attention_*_fast) against independent oracles: the materialised
+// reference in double, the row logsumexp summed in long double here, and central finite
+// differences of its own forward in double (tests/common/op_check.h). Shapes are odd on
 // purpose: T ∈ {1, 2, 7, 33, 130} covers a single partial tile, a tile boundary with one row
 // past it and five tiles; hs ∈ {12, 20, 64} pads to 16, 32 and not at all; B·NH = 6 exceeds
 // the thread counts used. Also: the same bits for 1, 2 and 3 threads, for both backward splits
@@ -18,20 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "op_check.h"
 #include "ops/attention.h"
-#include "ops/attention.h"
-
-// The same kernels compiled for x86-64-v3 (tests/CMakeLists.txt: attention_fused_avx2), where
-// every name of namespace reftrain is in reftrain_avx2.
-namespace reftrain_avx2 {
-enum class AttentionSplit { kAuto, kPerHead, kTwoPass };
-template <typename T>
-void attention_forward_fast(T* out, T* lse, const T* qkv, int B, int Tn, int C, int NH);
-template <typename T>
-void attention_backward_fast(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                              int B, int Tn, int C, int NH, AttentionSplit split);
-}  // namespace reftrain_avx2
+#include "tests/common/avx2_kernels.h"
+#include "tests/common/op_check.h"
 
 namespace reftrain {
 namespace {
@@ -69,7 +65,7 @@ Results<T> run_fused(const Shape& s, const std::vector<T>& qkv, const std::vecto
   Results<T> r{std::vector<T>(s.out_size()), std::vector<T>(s.lse_size()), g0};
   attention_forward_fast(r.out.data(), r.lse.data(), qkv.data(), s.B, s.T, s.C(), s.NH);
   attention_backward_fast(r.dqkv.data(), dout.data(), qkv.data(), r.out.data(), r.lse.data(), s.B,
-                           s.T, s.C(), s.NH, split);
+                          s.T, s.C(), s.NH, split);
   return r;
 }
 
@@ -239,10 +235,10 @@ void check_same_bits_as_avx2(const Shape& s) {
   const Results<T> native = run_fused(s, qkv, dout, g0);
   Results<T> avx2{std::vector<T>(s.out_size()), std::vector<T>(s.lse_size()), g0};
   reftrain_avx2::attention_forward_fast(avx2.out.data(), avx2.lse.data(), qkv.data(), s.B, s.T,
-                                         s.C(), s.NH);
-  reftrain_avx2::attention_backward_fast(avx2.dqkv.data(), dout.data(), qkv.data(),
-                                          avx2.out.data(), avx2.lse.data(), s.B, s.T, s.C(), s.NH,
-                                          reftrain_avx2::AttentionSplit::kAuto);
+                                        s.C(), s.NH);
+  reftrain_avx2::attention_backward_fast(avx2.dqkv.data(), dout.data(), qkv.data(), avx2.out.data(),
+                                         avx2.lse.data(), s.B, s.T, s.C(), s.NH,
+                                         reftrain_avx2::AttentionSplit::kAuto);
   EXPECT_EQ(0, std::memcmp(avx2.out.data(), native.out.data(), native.out.size() * sizeof(T)));
   EXPECT_EQ(0, std::memcmp(avx2.lse.data(), native.lse.data(), native.lse.size() * sizeof(T)));
   EXPECT_EQ(0, std::memcmp(avx2.dqkv.data(), native.dqkv.data(), native.dqkv.size() * sizeof(T)));
@@ -292,7 +288,7 @@ TEST(FusedAttentionLarge, LargeScoresStayFinite) {
 
 // ---------------------------------------------------------------------------------------------
 // Finite differences, accumulation and float-vs-double of the fused kernel through the op
-// harness (op_check.h): T = 35 spans a tile boundary, hs = 12 and 20 pad.
+// harness (tests/common/op_check.h): T = 35 spans a tile boundary, hs = 12 and 20 pad.
 
 struct FusedAttentionOp {
   Shape s;
@@ -311,8 +307,8 @@ struct FusedAttentionOp {
   void backward(const Tensors<U>& in, const std::vector<U>& dout, Tensors<U>& grads) const {
     std::vector<U> lse;
     const std::vector<U> out = forward(in, &lse);
-    attention_backward_fast(grads[0].data(), dout.data(), in[0].data(), out.data(), lse.data(),
-                             s.B, s.T, s.C(), s.NH);
+    attention_backward_fast(grads[0].data(), dout.data(), in[0].data(), out.data(), lse.data(), s.B,
+                            s.T, s.C(), s.NH);
   }
 };
 
@@ -345,7 +341,7 @@ TEST(FusedAttentionOps, WritesOnlyItsOutputs) {
   const std::vector<double> before_qkv = qkv.buf, before_out = out.buf, before_lse = lse.buf,
                             before_dout = dout.buf;
   attention_backward_fast(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B, s.T,
-                           s.C(), s.NH);
+                          s.C(), s.NH);
   EXPECT_EQ(qkv.buf, before_qkv) << "backward modified qkv";
   EXPECT_EQ(out.buf, before_out) << "backward modified out";
   EXPECT_EQ(lse.buf, before_lse) << "backward modified lse";
@@ -364,6 +360,178 @@ TEST(FusedAttentionOps, WorkspaceIsLinearInT) {
       EXPECT_LE(w2, 2 * w1 + 64 * 1024) << "backward " << backward << " hs " << hs;
       EXPECT_LT(w2, size_t(2048) * 2048 * sizeof(float) / 4);
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The materialised reference: the op, with named differentiable inputs, an output size, and
+// forward/backward for float and double.
+
+// hs = 5: a head size that is no power of two.
+struct AttentionOp {
+  static constexpr int B = 2, T = 5, C = 15, NH = 3;
+  std::vector<std::string> names{"qkv"};
+  Tensors<double> inputs;
+  AttentionOp() {
+    Data d(16);
+    inputs = {d.vec(size_t(B) * T * 3 * C, -1.5, 1.5)};  // scores up to ~±4: peaked softmax
+  }
+  size_t out_size() const { return size_t(B) * T * C; }
+  size_t att_size() const { return size_t(B) * NH * T * T; }
+  template <typename U>
+  std::vector<U> forward(const Tensors<U>& in, std::vector<U>* att_out = nullptr) const {
+    std::vector<U> out(out_size()), att(att_size());
+    attention_forward(out.data(), att.data(), in[0].data(), B, T, C, NH);
+    if (att_out) *att_out = att;
+    return out;
+  }
+  template <typename U>
+  void backward(const Tensors<U>& in, const std::vector<U>& dout, Tensors<U>& grads) const {
+    std::vector<U> att, dp(size_t(B) * NH * T);
+    forward(in, &att);
+    attention_backward(grads[0].data(), dp.data(), dout.data(), in[0].data(), att.data(), B, T, C,
+                       NH);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Finite differences, accumulation, float against double, the forward against its formula.
+
+TEST(OpsFd, Attention) {
+  check_fd(AttentionOp());
+}
+
+TEST(OpsAccumulate, Attention) {
+  check_accumulates(AttentionOp());
+}
+
+TEST(OpsFloat, Attention) {
+  check_float_matches_double(AttentionOp());
+}
+
+TEST(OpsForward, Attention) {
+  const AttentionOp op;
+  constexpr int B = AttentionOp::B, T = AttentionOp::T, C = AttentionOp::C, NH = AttentionOp::NH;
+  constexpr int hs = C / NH;
+  const auto& qkv = op.inputs[0];
+  const auto at = [&](int b, int t, int part, int h, int i) {
+    return (long double)qkv[(size_t(b) * T + t) * 3 * C + size_t(part) * C + size_t(h) * hs + i];
+  };
+  std::vector<long double> want(op.out_size(), 0.0L);
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int t = 0; t < T; ++t) {
+        std::vector<long double> e(t + 1);
+        long double z = 0;
+        for (int u = 0; u <= t; ++u) {
+          long double s = 0;
+          for (int i = 0; i < hs; ++i) s += at(b, t, 0, h, i) * at(b, u, 1, h, i);
+          e[u] = std::exp(s / std::sqrt((long double)hs));  // scores are small: no shift needed
+          z += e[u];
+        }
+        for (int u = 0; u <= t; ++u) {
+          for (int i = 0; i < hs; ++i) {
+            want[(size_t(b) * T + t) * C + size_t(h) * hs + i] += e[u] / z * at(b, u, 2, h, i);
+          }
+        }
+      }
+    }
+  }
+  expect_matches_reference("out", op.forward(op.inputs), want);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention specifics.
+
+// att is causal: exactly 0 above the diagonal (overwriting what was there), each row a
+// probability distribution. A row sum rounds T + 3 times at most (exp, scaling, the additions),
+// so it is within (T + 3)·eps of 1.
+template <typename U>
+void check_causal(double eps) {
+  const AttentionOp op;
+  constexpr int B = AttentionOp::B, T = AttentionOp::T, C = AttentionOp::C, NH = AttentionOp::NH;
+  const Tensors<U> in = cast_all<U>(op.inputs);
+  std::vector<U> out(op.out_size()), att(op.att_size(), U(7));
+  attention_forward(out.data(), att.data(), in[0].data(), B, T, C, NH);
+  for (size_t row = 0; row < size_t(B) * NH * T; ++row) {
+    const int t = int(row % T);
+    double sum = 0;
+    for (int u = 0; u < T; ++u) {
+      const U p = att[row * T + u];
+      if (u > t) {
+        EXPECT_EQ(p, U(0)) << "att row " << row << " col " << u;
+      } else {
+        EXPECT_GT(p, U(0)) << "att row " << row << " col " << u;
+      }
+      sum += double(p);
+    }
+    EXPECT_NEAR(sum, 1.0, (T + 3) * eps) << "att row " << row;
+  }
+  // out[t] depends on positions ≤ t only: changing q, k, v at positions > t changes nothing.
+  for (int t = 0; t + 1 < T; ++t) {
+    Tensors<U> in2 = in;
+    for (int b = 0; b < B; ++b) {
+      for (int u = t + 1; u < T; ++u) {
+        for (int c = 0; c < 3 * C; ++c) in2[0][(size_t(b) * T + u) * 3 * C + c] += U(0.5);
+      }
+    }
+    std::vector<U> out2(op.out_size()), att2(op.att_size());
+    attention_forward(out2.data(), att2.data(), in2[0].data(), B, T, C, NH);
+    for (int b = 0; b < B; ++b) {
+      for (int s = 0; s <= t; ++s) {
+        for (int c = 0; c < C; ++c) {
+          const size_t k = (size_t(b) * T + s) * C + c;
+          EXPECT_EQ(out2[k], out[k]) << "out[" << b << "," << s << "] moved with a later position";
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, CausalRowsSumToOneDouble) {
+  check_causal<double>(0x1p-52);
+}
+TEST(Attention, CausalRowsSumToOneFloat) {
+  check_causal<float>(0x1p-23);
+}
+
+// The backward's contract: it reads dout, qkv and att, accumulates into dqkv and uses
+// dp_scratch [B,NH,T]; it writes nothing else and nothing outside those buffers. Every buffer
+// sits between guard zones of sentinel values.
+TEST(Attention, BackwardWritesOnlyDqkvAndScratch) {
+  const AttentionOp op;
+  constexpr int B = AttentionOp::B, T = AttentionOp::T, C = AttentionOp::C, NH = AttentionOp::NH;
+  Guarded qkv(op.inputs[0].size(), 0), out(op.out_size(), 0), att(op.att_size(), 0);
+  std::copy(op.inputs[0].begin(), op.inputs[0].end(), qkv.data());
+  attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+  EXPECT_TRUE(qkv.guards_intact() && out.guards_intact() && att.guards_intact())
+      << "forward wrote outside its buffers";
+
+  Data d(5);
+  Guarded dout(op.out_size(), 0), dqkv(op.inputs[0].size(), 0), dp(size_t(B) * NH * T, 0);
+  const std::vector<double> dout_v = d.vec(op.out_size(), -1, 1);
+  std::copy(dout_v.begin(), dout_v.end(), dout.data());
+  const std::vector<double> g0 = d.vec(op.inputs[0].size(), -1, 1);
+  std::copy(g0.begin(), g0.end(), dqkv.data());
+  const std::vector<double> qkv_before = qkv.buf, att_before = att.buf, dout_before = dout.buf;
+
+  attention_backward(dqkv.data(), dp.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+
+  EXPECT_TRUE(std::memcmp(qkv.buf.data(), qkv_before.data(), qkv.buf.size() * sizeof(double)) == 0)
+      << "backward modified qkv";
+  EXPECT_TRUE(std::memcmp(att.buf.data(), att_before.data(), att.buf.size() * sizeof(double)) == 0)
+      << "backward modified att";
+  EXPECT_TRUE(std::memcmp(dout.buf.data(), dout_before.data(), dout.buf.size() * sizeof(double)) ==
+              0)
+      << "backward modified dout";
+  EXPECT_TRUE(dqkv.guards_intact()) << "backward wrote outside dqkv";
+  EXPECT_TRUE(dp.guards_intact()) << "backward wrote outside dp_scratch [B,NH,T]";
+  // And what it wrote into dqkv is g0 + the gradient (the FD test checks the gradient itself).
+  std::vector<double> fresh(op.inputs[0].size(), 0.0), dp2(size_t(B) * NH * T);
+  attention_backward(fresh.data(), dp2.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    EXPECT_NEAR(dqkv.data()[i], g0[i] + fresh[i],
+                1e-12 * (1 + std::abs(g0[i]) + std::abs(fresh[i])));
   }
 }
 

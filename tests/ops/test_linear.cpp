@@ -1,4 +1,7 @@
-// The matmul family (ops/matmul.h) and the linear layer on top of it (ops/linear.h).
+// The matmul family (ops/matmul.h) and the linear layer on top of it (ops/linear.h). The
+// linear layer's backward is also checked against central finite differences of its own forward
+// in double, with accumulation, float against double and the forward against its formula
+// (tests/common/op_check.h; at the end of this file).
 //
 // Two oracles:
 //   - naive, the textbook loop: tiled and blocked must equal it bit for bit (the same FMA chain
@@ -29,11 +32,13 @@
 #include "ops/cast.h"
 #include "ops/linear.h"
 #include "ops/matmul.h"
-#include "test_util.h"
+#include "tests/common/op_check.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {
 
+using namespace op_check;
 using testing::OmpThreads;
 using testing::TestData;
 
@@ -221,8 +226,7 @@ TEST(Matmul, EveryVariantWithinRoundingOfTheExactProduct) {
     }
   });
   for (MatmulKind k : kAllKinds) {
-    std::printf("%s: worst element uses %.2f%% of its bound\n", enum_name(k),
-                100 * worst[int(k)]);
+    std::printf("%s: worst element uses %.2f%% of its bound\n", enum_name(k), 100 * worst[int(k)]);
   }
 }
 
@@ -404,6 +408,109 @@ TEST(Linear, BiasGradientWithinRoundingOfExactSums) {
       exact += dy[size_t(r) * O + o], scale += std::fabs(dy[size_t(r) * O + o]);
     EXPECT_LE(std::fabs(db[o] - exact), gamma * double(scale)) << "o " << o;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The linear layer as an op: named differentiable inputs, an output size, and forward/backward
+// for float and double.
+
+// The training path's variant (the Matmul tests above hold the others to it).
+const Matmul& blocked() {
+  static const Matmul mm(MatmulKind::kBlocked);
+  return mm;
+}
+
+struct LinearOp {
+  static constexpr int N = 10, K = 7, O = 9;
+  bool with_bias;
+  std::vector<std::string> names{"inp", "w", "b"};
+  Tensors<double> inputs;
+  explicit LinearOp(bool bias = true) : with_bias(bias) {
+    Data d(15);
+    inputs = {d.vec(size_t(N) * K, -1, 1), d.vec(size_t(O) * K, -1, 1), d.vec(O, -1, 1)};
+    if (!with_bias) {
+      inputs.pop_back();
+      names.pop_back();
+    }
+  }
+  size_t out_size() const { return size_t(N) * O; }
+  template <typename T>
+  std::vector<T> forward(const Tensors<T>& in) const {
+    std::vector<T> out(out_size());
+    linear_forward(blocked(), out.data(), in[0].data(), in[1].data(),
+                   with_bias ? in[2].data() : nullptr, N, K, O);
+    return out;
+  }
+  template <typename T>
+  void backward(const Tensors<T>& in, const std::vector<T>& dout, Tensors<T>& grads) const {
+    linear_backward(blocked(), grads[0].data(), grads[1].data(),
+                    with_bias ? grads[2].data() : nullptr, dout.data(), in[0].data(), in[1].data(),
+                    N, K, O);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Finite differences, accumulation, float against double, the forward against its formula.
+
+TEST(OpsFd, Linear) {
+  check_fd(LinearOp(true));
+}
+TEST(OpsFd, LinearNullBias) {
+  check_fd(LinearOp(false));
+}
+
+TEST(OpsAccumulate, Linear) {
+  check_accumulates(LinearOp(true));
+}
+TEST(OpsAccumulate, LinearNullBias) {
+  check_accumulates(LinearOp(false));
+}
+
+TEST(OpsFloat, Linear) {
+  check_float_matches_double(LinearOp(true));
+}
+
+TEST(OpsForward, Linear) {
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "with bias" : "null bias");
+    const LinearOp op(bias);
+    constexpr int N = LinearOp::N, K = LinearOp::K, O = LinearOp::O;
+    std::vector<long double> want;
+    for (int r = 0; r < N; ++r) {
+      for (int o = 0; o < O; ++o) {
+        long double s = bias ? op.inputs[2][o] : 0.0L;
+        for (int k = 0; k < K; ++k)
+          s += (long double)op.inputs[0][r * K + k] * op.inputs[1][o * K + k];
+        want.push_back(s);
+      }
+    }
+    expect_matches_reference("out", op.forward(op.inputs), want);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear's optional outputs: a null dinp or db leaves the other gradients bit-identical.
+
+TEST(Linear, NullDinpAndNullDbLeaveOtherGradientsUnchanged) {
+  const LinearOp op(true);
+  constexpr int N = LinearOp::N, K = LinearOp::K, O = LinearOp::O;
+  Data d(6);
+  const std::vector<double> dout = d.vec(op.out_size(), -1, 1);
+  const auto& in = op.inputs;
+  std::vector<double> dinp(size_t(N) * K, 0), dw(size_t(O) * K, 0), db(O, 0);
+  linear_backward(blocked(), dinp.data(), dw.data(), db.data(), dout.data(), in[0].data(),
+                  in[1].data(), N, K, O);
+  std::vector<double> dw2(dw.size(), 0), db2(O, 0);
+  linear_backward<double, double>(blocked(), nullptr, dw2.data(), db2.data(), dout.data(),
+                                  in[0].data(), in[1].data(), N, K, O);
+  EXPECT_EQ(dw2, dw);
+  EXPECT_EQ(db2, db);
+  std::vector<double> dinp3(dinp.size(), 0), dw3(dw.size(), 0);
+  linear_backward<double, double>(blocked(), dinp3.data(), dw3.data(), nullptr, dout.data(),
+                                  in[0].data(), in[1].data(), N, K, O);
+  EXPECT_EQ(dinp3, dinp);
+  EXPECT_EQ(dw3, dw);
+  EXPECT_GT(max_abs(db), 1e-2);  // not vacuous
 }
 
 }  // namespace

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "core/train/checkpoint.h"
 #include "core/formats/safetensors.h"
-#include "tests/cli_util.h"
-#include "tests/test_util.h"
+#include "core/train/checkpoint.h"
+#include "tests/common/cli_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain::testing {
 namespace {

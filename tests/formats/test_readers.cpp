@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
-#include "simd/aligned_buffer.h"
 #include "core/base/checked.h"
-#include "core/train/data.h"
 #include "core/base/error.h"
-#include "core/model/gpt2.h"
 #include "core/formats/input_file.h"
 #include "core/formats/llmc.h"
-#include "tests/test_util.h"
+#include "core/model/gpt2.h"
+#include "core/train/data.h"
+#include "simd/aligned_buffer.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

@@ -19,7 +19,7 @@
 #include "ops/rope.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "simd/math.h"
-#include "test_util.h"
+#include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {

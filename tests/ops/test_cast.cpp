@@ -214,8 +214,7 @@ TEST(Cast, NaN) {
   expect_to_f16(from_bits(0x7F800001), 0x7E00, "sNaN, low payload (lost, but still NaN)");
   expect_to_f16(from_bits(0x7FA00000), 0x7F00, "sNaN, high payload");
   expect_to_f16(from_bits(0xFFC02000), 0xFE01, "-qNaN, payload 1 after the shift");
-  EXPECT_TRUE(
-      std::isnan(f16_bits_to_f32(f32_to_f16_bits(from_bits(0x7F800001)))));
+  EXPECT_TRUE(std::isnan(f16_bits_to_f32(f32_to_f16_bits(from_bits(0x7F800001)))));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -290,9 +289,8 @@ TEST(Cast, RoundTripEveryF16) {
 TEST(Cast, AllF16MidpointsAndNeighbours) {
   std::vector<float> src;
   for (uint32_t h = 0; h < 0x7BFF; ++h) {
-    const double mid = (double(f16_bits_to_f32(uint16_t(h))) +
-                        double(f16_bits_to_f32(uint16_t(h + 1)))) /
-                       2;
+    const double mid =
+        (double(f16_bits_to_f32(uint16_t(h))) + double(f16_bits_to_f32(uint16_t(h + 1)))) / 2;
     const float m = float(mid);
     ASSERT_EQ(double(m), mid) << "midpoint not exact in f32";
     for (float s : {1.0f, -1.0f}) {
@@ -307,8 +305,7 @@ TEST(Cast, AllF16MidpointsAndNeighbours) {
   int bad = 0;
   for (size_t i = 0; i < src.size() && bad < 10; ++i) {
     const uint16_t want = ref_f32_to_f16(src[i]);
-    if (bits(fast[i]) != want || bits(port[i]) != want ||
-        f32_to_f16_bits(src[i]) != want) {
+    if (bits(fast[i]) != want || bits(port[i]) != want || f32_to_f16_bits(src[i]) != want) {
       ++bad;
       ADD_FAILURE() << "f32 " << hex(bits(src[i]), 8) << ": reference " << hex(want, 4)
                     << ", default " << hex(bits(fast[i]), 4) << ", portable array "
