@@ -87,14 +87,8 @@ std::vector<float> narrow(const std::vector<double>& v) {
   return std::vector<float>(v.begin(), v.end());
 }
 
-double max_abs_diff(const std::vector<double>& a, const std::vector<float>& b) {
-  double d = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - double(b[i])));
-  return d;
-}
-
 std::string agree(const std::vector<double>& a, const std::vector<float>& b) {
-  const double d = max_abs_diff(a, b);
+  const double d = max_abs_diff(a, widen(b));
   return d < 1e-9 ? "< 1e-9" : fmt("%.1e", d);
 }
 
