@@ -139,7 +139,7 @@ void fd_check(Printer& out, const Problem& p, const std::vector<double>& dq,
 
 // The fused kernel runs the recurrence over every row and keeps only the logsumexps.
 void fused_forward(Printer& out, const Problem& p, const std::vector<double>& y) {
-  out.section("the fused kernel (attention_forward_fused): out, and lse instead of p");
+  out.section("the fused kernel (attention_forward_fast): out, and lse instead of p");
   std::vector<double> yf, lse, mine(T, 0.0);
   forward_fused(p.qkv, yf, lse);
   for (int t = 0; t < T; ++t) {
@@ -148,7 +148,7 @@ void fused_forward(Printer& out, const Problem& p, const std::vector<double>& y)
     for (int u = 0; u <= t; ++u) l += std::exp(dot(p.q, t, p.k, u) / std::sqrt(double(HS)) - m);
     mine[t] = m + std::log(l);
   }
-  out.vec("lse [T] (attention_forward_fused)", lse);
+  out.vec("lse [T] (attention_forward_fast)", lse);
   agree(out, "lse by hand vs the fused kernel", mine, lse);
   agree(out, "out of the fused kernel vs attention_forward", yf, y);
 }
@@ -315,7 +315,7 @@ void run_attention_backward(Printer& out, uint64_t seed) {
   agree(out, "dk by hand vs the kernel", dk, kk);
   agree(out, "dv by hand vs the kernel", dv, kv);
 
-  out.section("the fused backward (attention_backward_fused) keeps no P: D_t = dout_t . out_t,");
+  out.section("the fused backward (attention_backward_fast) keeps no P: D_t = dout_t . out_t,");
   out.line("  then p = exp(s - lse_t) recomputed, tile by tile");
   std::vector<double> Dfused(T);
   for (int t = 0; t < T; ++t) Dfused[t] = dot(p.dout, t, y, t);
