@@ -18,18 +18,10 @@ constexpr double kSqrt2OverPi = 0.79788456080286535587989211986876;
 constexpr double kCubic = 0.044715;
 constexpr double kStep = 1e-6;  // finite-difference step
 
-using Vec = std::vector<double>;
-
 // σ(g) as the op computes it: only e^-|g| is ever taken.
 double sigmoid(double g) {
   const double e = std::exp(-std::abs(g));
   return g >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
-
-double dot(const Vec& a, const Vec& b) {
-  double s = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
 }
 
 // Five values of x in [-3, 3).

@@ -5,12 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "apps/explain/explain.h"
-#include "ops/attention.h"
 
 namespace reftrain::explain {
 
@@ -18,25 +16,6 @@ namespace {
 
 // One head (NH=1) of size hs=2, so C=2; T=3 positions; B=1.
 constexpr int B = 1, T = 3, HS = 2, C = HS, NH = 1;
-
-std::string fmt(const char* f, double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, f, std::abs(v) < 5e-5 ? 0.0 : v);
-  return buf;
-}
-
-// "0.12" or "(-0.12)": a 2-decimal input as it appears inside a written-out sum.
-std::string in2(double v) {
-  return fmt(v < 0 ? "(%.2f)" : "%.2f", v);
-}
-
-std::string at(const std::string& name, int i, int j) {
-  return name + "[" + std::to_string(i) + "][" + std::to_string(j) + "]";
-}
-
-std::vector<double> row(const std::vector<double>& m, int r, int cols) {
-  return std::vector<double>(m.begin() + size_t(r) * cols, m.begin() + size_t(r + 1) * cols);
-}
 
 double dot(const std::vector<double>& a, int i, const std::vector<double>& b, int j) {
   double s = 0.0;
@@ -47,8 +26,7 @@ double dot(const std::vector<double>& a, int i, const std::vector<double>& b, in
 // How far the step-by-step values are from the kernel's: they agree to rounding.
 void agree(Printer& out, const std::string& what, const std::vector<double>& mine,
            const std::vector<double>& kernel) {
-  double d = 0.0;
-  for (size_t i = 0; i < mine.size(); ++i) d = std::max(d, std::abs(mine[i] - kernel[i]));
+  const double d = max_abs_diff(mine, kernel);
   out.line(std::string("  ") + what + (d < 1e-12 ? ": max |diff| < 1e-12" : ": DIFFERENT"));
 }
 
@@ -130,7 +108,7 @@ void backward_fused(const Problem& p, std::vector<double>& dq, std::vector<doubl
   std::vector<double> y, lse, dqkv(p.qkv.size(), 0.0);
   forward_fused(p.qkv, y, lse);
   attention_backward_fast(dqkv.data(), p.dout.data(), p.qkv.data(), y.data(), lse.data(), B, T, C,
-                           NH);
+                          NH);
   unpack(dqkv, dq, dk, dv);
 }
 
@@ -189,13 +167,13 @@ void run_attention(Printer& out, uint64_t seed) {
       s[size_t(t) * T + u] = dot(p.q, t, p.k, u) * scale;
       out.line("  " + at("s", t, u) + " = (" + in2(p.q[t * HS]) + "*" + in2(p.k[u * HS]) + " + " +
                in2(p.q[t * HS + 1]) + "*" + in2(p.k[u * HS + 1]) +
-               ") * 0.7071 = " + fmt("%.4f", s[size_t(t) * T + u]));
+               ") * 0.7071 = " + num(s[size_t(t) * T + u], "%.4f"));
     }
   }
   out.section("causal mask: u > t is -inf before the softmax, so its p is 0");
   for (int t = 0; t < T; ++t) {
     std::string r = "   ";
-    for (int u = 0; u < T; ++u) r += u <= t ? fmt("%9.4f", s[size_t(t) * T + u]) : "     -inf";
+    for (int u = 0; u < T; ++u) r += u <= t ? num(s[size_t(t) * T + u], "%9.4f") : "     -inf";
     out.line(r);
   }
 
@@ -207,8 +185,8 @@ void run_attention(Printer& out, uint64_t seed) {
     std::vector<double> e(size_t(t) + 1);
     for (int u = 0; u <= t; ++u) sum += e[u] = std::exp(s[size_t(t) * T + u] - m);
     for (int u = 0; u <= t; ++u) pr[size_t(t) * T + u] = e[u] / sum;
-    out.line("  row t=" + std::to_string(t) + ":  m =" + fmt("%9.4f", m) +
-             "   sum =" + fmt("%9.4f", sum));
+    out.line("  row t=" + std::to_string(t) + ":  m =" + num(m, "%9.4f") +
+             "   sum =" + num(sum, "%9.4f"));
     out.vec("e", e);
   }
   std::vector<double> y, att;
@@ -255,16 +233,16 @@ void run_attention(Printer& out, uint64_t seed) {
       l = l * c + e;
       for (int i = 0; i < HS; ++i) acc[i] = acc[i] * c + e * p.v[u * HS + i];
       m = m_new;
-      out.line("  u=" + std::to_string(u) + ": s =" + fmt("%8.4f", su) + "  m =" + fmt("%8.4f", m) +
-               "  c =" + fmt("%7.4f", c) + "  exp(s-m) =" + fmt("%7.4f", e) +
-               "  l =" + fmt("%7.4f", l));
+      out.line("  u=" + std::to_string(u) + ": s =" + num(su, "%8.4f") + "  m =" + num(m, "%8.4f") +
+               "  c =" + num(c, "%7.4f") + "  exp(s-m) =" + num(e, "%7.4f") +
+               "  l =" + num(l, "%7.4f"));
       out.vec("acc", acc);
     }
     std::vector<double> o(HS);
     for (int i = 0; i < HS; ++i) o[i] = acc[i] / l;
     const std::string ot = "out[" + std::to_string(t) + "]";
     out.vec(ot + " = acc / l", o);
-    agree(out, "online vs attention_forward's " + ot, o, row(y, t, HS));
+    agree(out, "online vs attention_forward's " + ot, o, matrix_row(y, t, HS));
     out.scalar("logsumexp = m + log(l)", m + std::log(l), "(all the fused backward keeps)");
   }
   fused_forward(out, p, y);

@@ -10,14 +10,37 @@ namespace reftrain::explain {
 
 namespace {
 constexpr int kWidth = 80;
+}  // namespace
 
-std::string num(double v) {
-  if (std::abs(v) < 5e-5) v = 0.0;  // no "-0.0000"
+std::string num(double v, const char* format) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%9.4f", v);
+  std::snprintf(buf, sizeof buf, format, std::abs(v) < 5e-5 ? 0.0 : v);
   return buf;
 }
-}  // namespace
+
+std::string in2(double v) {
+  return num(v, v < 0 ? "(%.2f)" : "%.2f");
+}
+
+std::string at(const std::string& name, int i, int j) {
+  return name + "[" + std::to_string(i) + "][" + std::to_string(j) + "]";
+}
+
+Vec matrix_row(const Vec& m, int r, int cols) {
+  return Vec(m.begin() + size_t(r) * cols, m.begin() + size_t(r + 1) * cols);
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+double max_abs_diff(const Vec& a, const Vec& b) {
+  double d = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
 
 const Matmul& teaching_matmul() {
   static const Matmul naive(MatmulKind::kNaive, 1);
@@ -73,8 +96,7 @@ void Printer::mat(const std::string& name, const std::vector<double>& m, int row
 
 void Printer::agrees(const std::string& kernel, const std::vector<double>& mine,
                      const std::vector<double>& theirs) {
-  double diff = 0.0;
-  for (size_t i = 0; i < mine.size(); ++i) diff = std::max(diff, std::abs(mine[i] - theirs[i]));
+  const double diff = max_abs_diff(mine, theirs);
   if (diff < 1e-12) {
     line("  " + kernel + "<double> gives the same numbers (max diff < 1e-12)");
   } else {

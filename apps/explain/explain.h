@@ -55,6 +55,21 @@ struct Explainer {
   void (*run)(Printer& out, uint64_t seed);
 };
 
+// Helpers the explainers share.
+using Vec = std::vector<double>;
+
+// One double through printf `format`, except that a value that would print as -0.0000 at four
+// decimals prints as 0: the output reads the same whatever the sign of a rounding residue.
+std::string num(double v, const char* format = "%9.4f");
+// "0.12" or "(-0.12)": a 2-decimal input as it appears inside a written-out sum.
+std::string in2(double v);
+// "name[i][j]".
+std::string at(const std::string& name, int i, int j);
+// Row r of a row-major matrix with `cols` columns.
+Vec matrix_row(const Vec& m, int r, int cols);
+double dot(const Vec& a, const Vec& b);
+double max_abs_diff(const Vec& a, const Vec& b);
+
 // The matmul variant the examples run: naive, the textbook loop (one thread).
 const Matmul& teaching_matmul();
 

@@ -2,9 +2,7 @@
 // (docs/kernels/11_linear_backward.md).
 #include "ops/linear.h"
 
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -17,22 +15,9 @@ namespace {
 // N=2 rows, K=3 input features, O=2 output features: small enough to redo by hand.
 constexpr int N = 2, K = 3, O = 2;
 
-// "0.12" or "(-0.12)": a 2-decimal input as it appears inside a written-out sum.
-std::string in2(double v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, v < 0 ? "(%.2f)" : "%.2f", v);
-  return buf;
-}
-
-std::string idx(const std::string& name, int i, int j) {
-  return name + "[" + std::to_string(i) + "][" + std::to_string(j) + "]";
-}
-
 // "  name = a*b + c*d + ... = result" with the result in the Printer's 4-decimal format.
 void sum_line(Printer& out, const std::string& name, const std::string& terms, double result) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "%.4f", std::abs(result) < 5e-5 ? 0.0 : result);
-  out.line("  " + name + " = " + terms + " = " + buf);
+  out.line("  " + name + " = " + terms + " = " + num(result, "%.4f"));
 }
 
 struct Problem {
@@ -106,7 +91,7 @@ void run_linear(Printer& out, uint64_t seed) {
         s += p.inp[size_t(r) * K + k] * p.w[size_t(o) * K + k];
         terms += " + " + in2(p.inp[size_t(r) * K + k]) + "*" + in2(p.w[size_t(o) * K + k]);
       }
-      sum_line(out, idx("out", r, o), terms, s);
+      sum_line(out, at("out", r, o), terms, s);
     }
   }
   const std::vector<double> y = forward(p.inp, p.w, p.b);
@@ -142,7 +127,7 @@ void run_linear_backward(Printer& out, uint64_t seed) {
         terms +=
             (o ? " + " : "") + in2(p.dout[size_t(r) * O + o]) + "*" + in2(p.w[size_t(o) * K + k]);
       }
-      sum_line(out, idx("dinp", r, k), terms, s);
+      sum_line(out, at("dinp", r, k), terms, s);
     }
   }
 
@@ -156,7 +141,7 @@ void run_linear_backward(Printer& out, uint64_t seed) {
         terms +=
             (r ? " + " : "") + in2(p.dout[size_t(r) * O + o]) + "*" + in2(p.inp[size_t(r) * K + k]);
       }
-      sum_line(out, idx("dw", o, k), terms, s);
+      sum_line(out, at("dw", o, k), terms, s);
     }
   }
   out.line("  db[o] = sum_r dout[r][o]");

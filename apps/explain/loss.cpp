@@ -12,8 +12,6 @@ namespace reftrain::explain {
 
 namespace {
 
-using Vec = std::vector<double>;
-
 // N=2 rows, V=4 real columns plus one padding column (Vp=5), z = 0.1.
 void run_crossentropy(Printer& out, uint64_t seed) {
   const int N = 2, V = 4, Vp = 5;

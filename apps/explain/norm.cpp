@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -15,12 +14,6 @@ namespace reftrain::explain {
 namespace {
 
 constexpr int kN = 2, kC = 4;
-
-using Vec = std::vector<double>;
-
-Vec row(const Vec& m, int r, int cols) {
-  return Vec(m.begin() + size_t(r) * cols, m.begin() + size_t(r + 1) * cols);
-}
 
 double mean(const Vec& v) {
   double s = 0.0;
@@ -56,12 +49,6 @@ double central(F f, Vec p, size_t k, double h) {
   return (lp - lm) / (2 * h);
 }
 
-double dot(const Vec& a, const Vec& b) {
-  double s = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
 // N=2 rows of C=4 channels.
 void run_layernorm(Printer& out, uint64_t seed) {
   const int N = kN, C = kC;
@@ -78,7 +65,7 @@ void run_layernorm(Printer& out, uint64_t seed) {
   out.section("forward, one row at a time (eps = 1e-5)");
   Vec my_mean(N), my_rstd(N), my_n(size_t(N) * C), my_out(size_t(N) * C);
   for (int i = 0; i < N; ++i) {
-    const Vec xi = row(x, i, C);
+    const Vec xi = matrix_row(x, i, C);
     const double m = mean(xi);
     Vec d(C);
     for (int c = 0; c < C; ++c) d[c] = xi[c] - m;
@@ -110,7 +97,7 @@ void run_layernorm(Printer& out, uint64_t seed) {
   out.mat("dout (upstream gradient)", dout, N, C);
   Vec my_dx(size_t(N) * C), my_dw(C, 0.0), my_db(C, 0.0);
   for (int i = 0; i < N; ++i) {
-    const Vec g = row(dout, i, C), n = row(my_n, i, C);
+    const Vec g = matrix_row(dout, i, C), n = matrix_row(my_n, i, C);
     const Vec dn = times(g, w);
     const double dn_mean = mean(dn);
     const double dn_n_mean = mean(times(dn, n));
@@ -164,7 +151,7 @@ void run_rmsnorm(Printer& out, uint64_t seed) {
   out.section("forward, one row at a time (eps = 1e-5)");
   Vec my_rstd(N), my_n(size_t(N) * C), my_out(size_t(N) * C);
   for (int i = 0; i < N; ++i) {
-    const Vec xi = row(x, i, C);
+    const Vec xi = matrix_row(x, i, C);
     const double ms = mean(times(xi, xi));
     const double rstd = 1.0 / std::sqrt(ms + kRmsNormEps);
     Vec n(C), o(C);
@@ -191,7 +178,7 @@ void run_rmsnorm(Printer& out, uint64_t seed) {
   out.mat("dout (upstream gradient)", dout, N, C);
   Vec my_dx(size_t(N) * C), my_dw(C, 0.0);
   for (int i = 0; i < N; ++i) {
-    const Vec g = row(dout, i, C), n = row(my_n, i, C);
+    const Vec g = matrix_row(dout, i, C), n = matrix_row(my_n, i, C);
     const Vec dn = times(g, w);
     const double dn_n_mean = mean(times(dn, n));
     Vec dx(C);

@@ -87,14 +87,8 @@ std::vector<float> narrow(const std::vector<double>& v) {
   return std::vector<float>(v.begin(), v.end());
 }
 
-double max_abs_diff(const std::vector<double>& a, const std::vector<float>& b) {
-  double d = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::abs(a[i] - double(b[i])));
-  return d;
-}
-
 std::string agree(const std::vector<double>& a, const std::vector<float>& b) {
-  const double d = max_abs_diff(a, b);
+  const double d = max_abs_diff(a, widen(b));
   return d < 1e-9 ? "< 1e-9" : fmt("%.1e", d);
 }
 
@@ -110,22 +104,28 @@ const char* yes(bool b) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// grad_norm: reduce_norm_sq + finalize_grad_stats on six gradients, one of them NaN.
+// reduce_norm_sq and finalize_grad_stats on six gradients, one of them NaN.
 
-void run_grad_norm(Printer& out, uint64_t seed) {
-  const int n = 6;
+// The six gradients both explainers start from (the same seed gives the same numbers).
+std::vector<float> six_gradients(Printer& out, uint64_t seed) {
   Inputs in(seed);
-  std::vector<double> gd = in.uniform(n, -1.5, 1.5);
+  std::vector<double> gd = in.uniform(6, -1.5, 1.5);
   gd[2] = std::numeric_limits<double>::quiet_NaN();
   const std::vector<float> g = narrow(gd);
-  out.title("grad_norm: global gradient norm and clip factor   (n=6, max_norm=1)");
   out.section("inputs: the whole gradient mega-buffer (here six numbers; g[2] is NaN)");
   row(out, "g", widen(g), "%10.4f");
+  return g;
+}
 
-  out.section("reduce_norm_sq: square every finite g, add in double");
+void run_reduce_norm_sq(Printer& out, uint64_t seed) {
+  out.title("reduce_norm_sq: sum of the squares of the finite gradients   (n=6)");
+  const std::vector<float> g = six_gradients(out, seed);
+  const size_t n = g.size();
+
+  out.section("square every finite g, add in double");
   std::vector<double> sq(n);
   double norm_sq = 0.0;
-  for (int i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     sq[i] = std::isfinite(g[i]) ? double(g[i]) * double(g[i]) : 0.0;
     norm_sq += sq[i];
   }
@@ -136,23 +136,33 @@ void run_grad_norm(Printer& out, uint64_t seed) {
   const double fast = reduce_norm_sq_fast(g.data(), n);
   value(out, "reference", ref, "%.9f", "64 fixed chunks, then the chunk sums in order");
   value(out, "fast", fast, "%.9f", std::string("same bits as the reference: ") + yes(ref == fast));
+  out.line("");
+  out.line("The optimizer has no backward pass, so no finite-difference check.");
+}
 
-  out.section("finalize_grad_stats: the norm and the clip factor");
+void run_finalize_grad_stats(Printer& out, uint64_t seed) {
+  out.title("finalize_grad_stats: gradient norm and clip factor   (n=6, max_norm=1)");
+  const std::vector<float> g = six_gradients(out, seed);
+  const size_t n = g.size();
+  const double norm_sq = reduce_norm_sq(g.data(), n);
+  value(out, "norm_sq", norm_sq, "%.9f", "reduce_norm_sq (explained there)");
+
+  out.section("the norm and the clip factor");
   const double norm = std::sqrt(norm_sq);
   const double clip = std::min(1.0, 1.0 / std::max(norm, 1e-6));
   value(out, "grad_norm", norm, "%.6f", "sqrt(norm_sq)");
   value(out, "clip", clip, "%.6f", "min(1, max_norm / max(grad_norm, 1e-6))");
-  const GradStats stats = finalize_grad_stats(ref, 1.0f);
+  const GradStats stats = finalize_grad_stats(norm_sq, 1.0f);
   value(out, "float norm", stats.grad_norm, "%.6f", "grad_norm from finalize_grad_stats");
   value(out, "float clip", stats.clip, "%.6f", "clip from finalize_grad_stats");
-  value(out, "max_norm 5", finalize_grad_stats(ref, 5.0f).clip, "%.6f",
+  value(out, "max_norm 5", finalize_grad_stats(norm_sq, 5.0f).clip, "%.6f",
         "norm below max_norm: clip = 1, nothing changes");
-  value(out, "max_norm 0", finalize_grad_stats(ref, 0.0f).clip, "%.6f", "clipping off");
+  value(out, "max_norm 0", finalize_grad_stats(norm_sq, 0.0f).clip, "%.6f", "clipping off");
 
   out.section("what AdamW receives: g' = isfinite(g) ? g*clip : 0");
   std::vector<double> gc(n);
   double norm_c = 0.0;
-  for (int i = 0; i < n; ++i) {
+  for (size_t i = 0; i < n; ++i) {
     gc[i] = std::isfinite(g[i]) ? double(g[i] * stats.clip) : 0.0;
     norm_c += gc[i] * gc[i];
   }
@@ -163,13 +173,13 @@ void run_grad_norm(Printer& out, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// adamw: two steps on five weights, step by step in double and by the real kernels in float.
+// adamw_update: two steps on five weights, step by step in double and by the real kernels in float.
 
 struct Hyper {
   double lr = 0.1, beta1 = 0.9, beta2 = 0.99, eps = 1e-8, wd = 0.1;
 };
 
-void run_adamw(Printer& out, uint64_t seed) {
+void run_adamw_update(Printer& out, uint64_t seed) {
   const int n = 5;
   const Hyper h;
   const AdamWHyper hp{float(h.lr), float(h.beta1), float(h.beta2), float(h.eps), float(h.wd)};
@@ -179,7 +189,7 @@ void run_adamw(Printer& out, uint64_t seed) {
                                            narrow(in.uniform(n, -1, 1))};
   grads[0][3] = std::numeric_limits<float>::infinity();
 
-  out.title("adamw: two AdamW steps on five weights, in double and in float");
+  out.title("adamw_update: two AdamW steps on five weights, in double and in float");
   out.section("inputs");
   out.line("  lr 0.1, beta1 0.9, beta2 0.99, eps 1e-8, wd 0.1 (the wd range), max_norm 1");
   out.line("  m = v = 0 before step 1 (zero-initialised state)");
@@ -196,7 +206,7 @@ void run_adamw(Printer& out, uint64_t seed) {
     out.section("step t=" + std::to_string(t));
     row(out, "g", widen(g));
     const GradStats stats = finalize_grad_stats(reduce_norm_sq_fast(g.data(), n), 1.0f);
-    value(out, "grad_norm", stats.grad_norm, "%.6f", "over finite g (grad_norm explains)");
+    value(out, "grad_norm", stats.grad_norm, "%.6f", "over finite g (finalize_grad_stats)");
     value(out, "clip", stats.clip, "%.6f");
     const double b1t = std::pow(h.beta1, t), b2t = std::pow(h.beta2, t);
     const double b1c = 1.0 / std::max(1.0 - b1t, 1e-12), b2c = 1.0 / std::max(1.0 - b2t, 1e-12);
@@ -250,7 +260,7 @@ void run_adamw(Printer& out, uint64_t seed) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// adamw8bit: one block of eight elements, dequantize, update, requantize.
+// adamw_8bit_update: one block of eight elements, dequantize, update, requantize.
 
 std::vector<int> m_codes(const std::vector<uint8_t>& c) {
   std::vector<int> r;
@@ -274,7 +284,7 @@ void words_row(Printer& out, const std::string& name, const std::vector<uint32_t
   row(out, name, items, 4);
 }
 
-void run_adamw8bit(Printer& out, uint64_t seed) {
+void run_adamw_8bit_update(Printer& out, uint64_t seed) {
   const size_t n = 8;
   const int t = 10;
   const AdamWHyper hp{0.01f, 0.9f, 0.99f, 1e-8f, 0.1f};
@@ -294,7 +304,7 @@ void run_adamw8bit(Printer& out, uint64_t seed) {
   // Element 6 has had almost no gradient: a tiny v, a little momentum left, none this step.
   m_prev[6] = 0.0005f, v_prev[6] = 1e-8f, g0[6] = 0.0f;
 
-  out.title("adamw8bit: one block of 8-bit m and v: dequantize, update, requantize");
+  out.title("adamw_8bit_update: one block of 8-bit m and v: dequantize, update, requantize");
   out.section("inputs (one block of 8; a real block holds 256)");
   out.line("  t = 10, lr 0.01, beta1 0.9, beta2 0.99, eps 1e-8, wd 0.1, max_norm 1");
   row(out, "w", widen(w0), "%11.6f", 4);
@@ -320,7 +330,7 @@ void run_adamw8bit(Printer& out, uint64_t seed) {
   row(out, "m", widen(m), "%11.6f", 4);
   row(out, "v", widen(v), "%11.3e", 4);
 
-  out.section("update: exactly adamw_update's float steps (see `reftrain explain adamw`)");
+  out.section("update: exactly adamw_update's float steps (`reftrain explain adamw_update`)");
   const GradStats stats = finalize_grad_stats(reduce_norm_sq_fast(g0.data(), n), 1.0f);
   value(out, "grad_norm", stats.grad_norm, "%.6f");
   value(out, "clip", stats.clip, "%.6f");
@@ -395,10 +405,13 @@ void run_adamw8bit(Printer& out, uint64_t seed) {
 
 void add_optimizer(std::vector<Explainer>& v) {
   v.push_back(
-      {"grad_norm", "global gradient norm (finite g) and clip factor", kPage, run_grad_norm});
-  v.push_back({"adamw", "AdamW step, bias correction, wd, fused f16 mirror", kPage, run_adamw});
-  v.push_back(
-      {"adamw8bit", "AdamW on 8-bit m, v: dequantize, update, requantize", kPage, run_adamw8bit});
+      {"reduce_norm_sq", "sum of squares of the finite gradients", kPage, run_reduce_norm_sq});
+  v.push_back({"finalize_grad_stats", "global gradient norm and clip factor", kPage,
+               run_finalize_grad_stats});
+  v.push_back({"adamw_update", "AdamW step, bias correction, wd, fused f16 mirror", kPage,
+               run_adamw_update});
+  v.push_back({"adamw_8bit_update", "AdamW on 8-bit m, v: dequantize, update, requantize", kPage,
+               run_adamw_8bit_update});
 }
 
 }  // namespace reftrain::explain

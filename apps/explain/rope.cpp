@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -14,17 +13,8 @@ namespace reftrain::explain {
 
 namespace {
 
-using Vec = std::vector<double>;
-
-std::string num(double v) {
-  if (std::abs(v) < 5e-5) v = 0.0;  // no "-0.0000", as Printer does
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%8.4f", v);
-  return buf;
-}
-
 std::string pair(double a, double b) {
-  return "(" + num(a) + "," + num(b) + ")";
+  return "(" + num(a, "%8.4f") + "," + num(b, "%8.4f") + ")";
 }
 
 // One head of hs=4 channels at T=3 positions, theta 10000.
@@ -65,7 +55,7 @@ void run_rope(Printer& out, uint64_t seed) {
       my_out[k + half] = x2 * cs[ka] + x1 * sn[ka];
       out.line("    pair (" + std::to_string(i) + "," + std::to_string(i + half) +
                "): " + pair(x1, x2) + " -> " + pair(my_out[k], my_out[k + half]) + "  length" +
-               num(std::hypot(x1, x2)));
+               num(std::hypot(x1, x2), "%8.4f"));
     }
   }
   Vec k_out(size_t(T) * hs);

@@ -1,0 +1,172 @@
+// ops/KERNELS.md gives every kernel one row: reference, fast version, GPU twin, study page,
+// explainer, golden fixtures, tests, benchmark. These tests hold the table to the code: every
+// file it names exists, every function it names is declared in a file of its cell, every
+// explainer and fixture it names exists, and every explainer (`reftrain explain --list`) and
+// every fixture (`reftrain golden kernels`) has a row.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/common/test_util.h"
+
+namespace reftrain::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kRoot = REFTRAIN_SOURCE_DIR;
+
+// The table's columns, in order.
+enum Column { kKey, kReference, kFast, kTwin, kPage, kExplain, kFixtures, kTests, kBench, kCount };
+
+struct Row {
+  std::string key;
+  std::vector<std::vector<std::string>> cells;  // the backticked names of each column
+};
+
+// The backticked words of one cell.
+std::vector<std::string> quoted(const std::string& cell) {
+  static const std::regex word("`([^`]+)`");
+  std::vector<std::string> out;
+  for (auto it = std::sregex_iterator(cell.begin(), cell.end(), word); it != std::sregex_iterator();
+       ++it) {
+    out.push_back((*it)[1]);
+  }
+  return out;
+}
+
+// Every row whose first cell is a backticked key, split on the column bars.
+std::vector<Row> table() {
+  std::istringstream lines(read_file(kRoot + "/ops/KERNELS.md"));
+  std::vector<Row> rows;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("| `", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::istringstream parts(line.substr(1));
+    for (std::string cell; std::getline(parts, cell, '|');) cells.push_back(cell);
+    EXPECT_EQ(cells.size(), size_t(kCount)) << line;
+    if (cells.size() != size_t(kCount)) continue;
+    Row r;
+    for (const std::string& c : cells) r.cells.push_back(quoted(c));
+    EXPECT_EQ(r.cells[kKey].size(), 1u) << line;
+    r.key = r.cells[kKey].empty() ? "" : r.cells[kKey][0];
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+bool is_path(const std::string& word) {
+  return word.find('/') != std::string::npos;
+}
+
+// The names of one column over all rows, each with its row's key.
+std::map<std::string, std::string> column(const std::vector<Row>& rows, Column c) {
+  std::map<std::string, std::string> names;
+  for (const Row& r : rows) {
+    for (const std::string& w : r.cells[c]) names[w] = r.key;
+  }
+  return names;
+}
+
+// `reftrain explain --list`: two lines a kernel, the name first.
+std::set<std::string> explainers() {
+  const CommandResult list = run_reftrain("explain --list");
+  EXPECT_EQ(list.exit_code, 0) << list.output;
+  std::set<std::string> names;
+  std::istringstream lines(list.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] != ' ') names.insert(line.substr(0, line.find(' ')));
+  }
+  return names;
+}
+
+TEST(KernelsTable, HasTheKernelsOnce) {
+  const std::vector<Row> rows = table();
+  EXPECT_GE(rows.size(), 17u);
+  std::set<std::string> keys;
+  for (const Row& r : rows) EXPECT_TRUE(keys.insert(r.key).second) << "two rows for " << r.key;
+}
+
+TEST(KernelsTable, EveryNamedFileExists) {
+  for (const Row& r : table()) {
+    for (int c = kReference; c < kCount; ++c) {
+      for (const std::string& w : r.cells[size_t(c)]) {
+        if (!is_path(w)) continue;
+        EXPECT_TRUE(fs::exists(kRoot + "/" + w)) << r.key << ": " << w;
+      }
+    }
+  }
+}
+
+TEST(KernelsTable, EveryFunctionIsDeclaredInAFileOfItsCell) {
+  for (const Row& r : table()) {
+    for (Column c : {kReference, kFast}) {
+      std::string sources;
+      for (const std::string& w : r.cells[c]) {
+        if (is_path(w)) sources += read_file(kRoot + "/" + w);
+      }
+      for (const std::string& w : r.cells[c]) {
+        if (is_path(w)) continue;
+        const std::regex declared("\\b" + w + "\\s*[(<]");
+        EXPECT_TRUE(std::regex_search(sources, declared))
+            << r.key << ": " << w << " is not declared in the files of its cell";
+      }
+    }
+  }
+}
+
+TEST(KernelsTable, EveryExplainerHasARowAndEveryRowsExplainerRuns) {
+  const std::set<std::string> listed = explainers();
+  ASSERT_FALSE(listed.empty());
+  const std::map<std::string, std::string> named = column(table(), kExplain);
+  for (const std::string& e : listed) {
+    EXPECT_TRUE(named.count(e)) << "`reftrain explain " << e << "` has no row";
+  }
+  for (const auto& [e, key] : named) {
+    EXPECT_TRUE(listed.count(e)) << key << ": no explainer " << e;
+  }
+  // A kernel with an explainer is explained under its own key.
+  for (const Row& r : table()) {
+    if (!r.cells[kExplain].empty() && r.cells[kExplain][0] != r.key) {
+      EXPECT_FALSE(listed.count(r.key)) << r.key << ": list `" << r.key << "` first";
+    }
+  }
+}
+
+TEST(KernelsTable, EveryFixtureHasARowWithItsTwin) {
+  TempDir dir;
+  const CommandResult r = run_reftrain("golden kernels --out " + dir.file("k"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json manifest = nlohmann::json::parse(read_file(dir.file("k/manifest.json")));
+  const std::vector<Row> rows = table();
+  std::map<std::string, const Row*> row_of;
+  for (const Row& row : rows) {
+    for (const std::string& f : row.cells[kFixtures]) row_of[f] = &row;
+  }
+  std::set<std::string> fixtures;
+  for (const nlohmann::json& k : manifest.at("kernels")) {
+    const std::string name = k.at("name");
+    fixtures.insert(name);
+    ASSERT_TRUE(row_of.count(name)) << "fixture " << name << " has no row";
+    const std::vector<std::string>& twin = row_of[name]->cells[kTwin];
+    for (const char* part : {"file", "entry"}) {
+      const std::string want = k.at("twin").at(part);
+      EXPECT_NE(std::find(twin.begin(), twin.end(), want), twin.end())
+          << row_of[name]->key << ": the twin of " << name << " is " << want;
+    }
+  }
+  EXPECT_EQ(fixtures.size(), 31u);
+  for (const auto& [f, row] : row_of)
+    EXPECT_TRUE(fixtures.count(f)) << row->key << ": no fixture " << f;
+}
+
+}  // namespace
+}  // namespace reftrain::testing
