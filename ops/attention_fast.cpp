@@ -1,5 +1,3 @@
-#include "ops/attention.h"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -8,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "ops/attention.h"
+#include "ops/microkernel.h"
 #include "simd/math.h"
 #include "simd/simd.h"
 
@@ -35,38 +35,8 @@ int round_up(int n, int m) {
 // started from C (kLoad) or from 0: lanes are independent, so no blocking, vector width or
 // thread count changes a bit. Blocks of MR rows × NV vectors keep their accumulators in
 // registers (half the register file: 16 on AVX-512, 8 on AVX2; on AVX-512, 12 and 24 measured
-// slower).
-
-template <typename T, int MR, int NV, bool kLoad>
-void gemm_block(T* c, size_t ldc, const T* a, size_t as, size_t ap, const T* b, size_t ldb, int P) {
-  using V = simd::Batch<T>;
-  constexpr int W = int(V::size);
-  V acc[MR][NV];
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) {
-      acc[r][v] = kLoad ? V::load_unaligned(c + r * ldc + v * W) : V(T(0));
-    }
-  }
-  for (int p = 0; p < P; ++p) {
-    const T* bp = b + size_t(p) * ldb;
-    V bv[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) bv[v] = V::load_unaligned(bp + v * W);
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) {
-      const V ar(a[r * as + size_t(p) * ap]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[r][v] = simd::fma(ar, bv[v], acc[r][v]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < MR; ++r) {
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) acc[r][v].store_unaligned(c + r * ldc + v * W);
-  }
-}
+// slower): the register micro-kernel of the blocked matmul (ops/microkernel.h), fed from the
+// packed head rows in place (B unaligned in general, no bias).
 
 template <typename T, int NV, bool kLoad>
 void gemm_rows(T* c, size_t ldc, const T* a, size_t as, size_t ap, const T* b, size_t ldb, int M,
@@ -75,9 +45,13 @@ void gemm_rows(T* c, size_t ldc, const T* a, size_t as, size_t ap, const T* b, s
   constexpr int MR = kAcc / NV;
   int m = 0;
   for (; m + MR <= M; m += MR) {
-    gemm_block<T, MR, NV, kLoad>(c + m * ldc, ldc, a + m * as, as, ap, b, ldb, P);
+    microkernel::run<T, MR, NV, false>({c + m * ldc, ldc, a + m * as, as, ap, b, ldb}, P, kLoad,
+                                       nullptr);
   }
-  for (; m < M; ++m) gemm_block<T, 1, NV, kLoad>(c + m * ldc, ldc, a + m * as, as, ap, b, ldb, P);
+  for (; m < M; ++m) {
+    microkernel::run<T, 1, NV, false>({c + m * ldc, ldc, a + m * as, as, ap, b, ldb}, P, kLoad,
+                                      nullptr);
+  }
 }
 
 template <typename T, bool kLoad>
@@ -568,7 +542,7 @@ void backward_pass(const T* dout, const T* qkv, const T* out, const T* lse, cons
 
 template <typename T>
 void attention_backward_fast(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                              int B, int Tn, int C, int NH, AttentionSplit split) {
+                             int B, int Tn, int C, int NH, AttentionSplit split) {
   const Dims d = make_dims(Tn, C / NH);
   const T scale = T(1) / std::sqrt(T(d.hs));
   const BackwardArgs a{B, Tn, C, NH};
@@ -616,10 +590,10 @@ size_t attention_fast_workspace_bytes(int Tn, int hs, bool backward, size_t elem
   return c.used * sizeof(float);
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                                                   \
+#define REFTRAIN_INSTANTIATE(T)                                                                  \
   template void attention_forward_fast<T>(T*, T*, const T*, int, int, int, int);                 \
   template void attention_backward_fast<T>(T*, const T*, const T*, const T*, const T*, int, int, \
-                                            int, int, AttentionSplit);
+                                           int, int, AttentionSplit);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
 

@@ -7,10 +7,11 @@
 //       for ir: MR rows                  (op(A) micro-panel kc×MR packed: stays in L1)
 //         for jr: NR columns             (one tile of C: the kernel below)
 //
-// The kernel of `blocked` holds an MR×NR tile of C in MR·NV SIMD accumulators for the whole K
-// block: per k it loads NV vectors of the B micro-panel and broadcasts MR values of A, then does
-// MR·NV fused multiply-adds. `tiled` runs the same loop nest with one accumulator at a time (the
-// workgroup tile without a register block). Each output's FMA chain runs over k in ascending
+// The kernel of `blocked` (the register micro-kernel of ops/microkernel.h, which the fused
+// attention's tile products share) holds an MR×NR tile of C in MR·NV SIMD accumulators for the
+// whole K block: per k it loads NV vectors of the B micro-panel and broadcasts MR values of A, then
+// does MR·NV fused multiply-adds. `tiled` runs the same loop nest with one accumulator at a time
+// (the workgroup tile without a register block). Each output's FMA chain runs over k in ascending
 // order from the initial accumulator, and the bias is added after the last K block: the same
 // arithmetic as the naive loop, bit for bit. Edge tiles (fewer than MR rows or NR columns) run
 // the same kernel on a zero-padded copy of the tile.
@@ -23,6 +24,7 @@
 
 #include "ops/cast.h"
 #include "ops/matmul_kernels.h"
+#include "ops/microkernel.h"
 #include "simd/simd.h"
 
 #if defined(__SSE__)
@@ -206,69 +208,28 @@ void pack_a(T* ap, const Gemm<T, BT>& g, int i0, int rows, int p0, int kc) {
   }
 }
 
-// Pins a loaded vector in a register. Without it GCC folds each B load into all MR of the FMAs
-// that use it (vfmadd231ps mem, ...): MR·NV loads per k instead of NV, and the load ports, not
-// the FMA unit, become the limit (measured: 82 % of the FMA peak instead of 9x %).
-template <typename T>
-inline void in_register(simd::Batch<T>& b) {
-#if defined(__x86_64__)
-  typename simd::Batch<T>::register_type r = b;
-  __asm__("" : "+v"(r));
-  b = r;
-#endif
-}
-
 // The blocked kernel: C[0..MR, 0..NR) (row stride ldc) = (load_c ? C : 0) + Σ_p a(·,p)·b(p,·),
-// then + bias when given. ap: a micro-panel (kc × MR), bp: a B micro-panel (kc × NR, aligned).
+// then + bias when given. ap: an A micro-panel (kc × MR), bp: a B micro-panel (kc × NR, aligned).
+// One MR×NV register tile of the shared micro-kernel (ops/microkernel.h).
 template <typename T>
 struct RegisterBlock {
   static void run(int kc, const T* ap, const T* bp, T* c, size_t ldc, bool load_c, const T* bias) {
-    using B = simd::Batch<T>;
-    constexpr int L = Blocking<T>::kLanes, MR = Blocking<T>::kMR, NV = Blocking<T>::kNV;
-    B acc[MR][NV];
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        acc[i][v] = load_c ? B::load_unaligned(c + i * ldc + v * L) : B(T(0));
-      }
-    }
-    for (int p = 0; p < kc; ++p) {
-      B b[NV];
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) b[v] = B::load_aligned(bp + (p * NV + v) * L), in_register(b[v]);
-#pragma GCC unroll 8
-      for (int i = 0; i < MR; ++i) {
-        const B a(ap[p * MR + i]);
-#pragma GCC unroll 8
-        for (int v = 0; v < NV; ++v) acc[i][v] = simd::fma(a, b[v], acc[i][v]);
-      }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < MR; ++i) {
-#pragma GCC unroll 8
-      for (int v = 0; v < NV; ++v) {
-        const B r = bias ? acc[i][v] + B::load_unaligned(bias + v * L) : acc[i][v];
-        r.store_unaligned(c + i * ldc + v * L);
-      }
-    }
+    constexpr int MR = Blocking<T>::kMR, NV = Blocking<T>::kNV, NR = Blocking<T>::kNR;
+    microkernel::run<T, MR, NV, true>({c, ldc, ap, 1, MR, bp, NR}, kc, load_c, bias);
   }
 };
 
 // The tiled kernel: the same tile and the same arithmetic, one SIMD vector of outputs at a
-// time, its chain over k in one accumulator (bound by FMA latency, not throughput).
+// time (the micro-kernel at 1×1), its chain over k in one accumulator (bound by FMA latency, not
+// throughput).
 template <typename T>
 struct OneVector {
   static void run(int kc, const T* ap, const T* bp, T* c, size_t ldc, bool load_c, const T* bias) {
-    using B = simd::Batch<T>;
     constexpr int L = Blocking<T>::kLanes, MR = Blocking<T>::kMR, NR = Blocking<T>::kNR;
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; j += L) {
-        B acc = load_c ? B::load_unaligned(c + i * ldc + j) : B(T(0));
-        for (int p = 0; p < kc; ++p)
-          acc = simd::fma(B(ap[p * MR + i]), B::load_aligned(bp + p * NR + j), acc);
-        if (bias) acc = acc + B::load_unaligned(bias + j);
-        acc.store_unaligned(c + i * ldc + j);
+        microkernel::run<T, 1, 1, true>({c + i * ldc + j, ldc, ap + i, 1, MR, bp + j, NR}, kc,
+                                        load_c, bias ? bias + j : nullptr);
       }
     }
   }
