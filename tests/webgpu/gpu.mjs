@@ -51,7 +51,11 @@ export async function openDevice({ features = ['shader-f16'] } = {}) {
                       maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
                       maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup },
   });
-  device.addEventListener?.('uncapturederror', (e) => { throw new Error(`WebGPU: ${e.error.message}`); });
+  // Errors outside an error scope: reported, and the process fails at exit.
+  device.addEventListener?.('uncapturederror', (e) => {
+    console.error(`WebGPU uncaptured error: ${e.error.message}`);
+    process.exitCode = 1;
+  });
   const info = adapter.info ?? {};
   return { device, adapter, description: `${info.vendor ?? ''} ${info.architecture ?? ''} ${info.device ?? ''} ${info.description ?? ''}`.trim() };
 }
