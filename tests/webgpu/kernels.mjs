@@ -1,4 +1,5 @@
 // node tests/webgpu/kernels.mjs FIXTURE_DIR --out OUT_DIR [--registry FILE.mjs] [--only a,b]
+//                                [--linear naive|tiled|reg4x4]
 //
 // Runs every fixture of a `reftrain golden kernels` directory through its WGSL twin on WebGPU
 // (Dawn on lavapipe, see gpu.mjs) and writes each result as OUT_DIR/<fixture>.safetensors with
@@ -11,19 +12,20 @@ import { pathToFileURL } from 'node:url';
 import { openDevice } from './gpu.mjs';
 import { readSafetensors, writeSafetensors } from './safetensors.mjs';
 import { runFixture } from './runner.mjs';
-import defaultRegistry from './registry.mjs';
+import { makeRegistry } from './registry.mjs';
 
 function parseArgs(argv) {
-  const a = { dir: null, out: null, registry: null, only: null };
+  const a = { dir: null, out: null, registry: null, only: null, linear: 'naive' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--out') a.out = argv[++i];
     else if (k === '--registry') a.registry = argv[++i];
     else if (k === '--only') a.only = argv[++i].split(',');
+    else if (k === '--linear') a.linear = argv[++i];
     else if (!k.startsWith('--') && !a.dir) a.dir = k;
     else throw new Error(`unknown argument ${k}`);
   }
-  if (!a.dir || !a.out) throw new Error('usage: kernels.mjs FIXTURE_DIR --out OUT_DIR [--registry FILE.mjs] [--only a,b]');
+  if (!a.dir || !a.out) throw new Error('usage: kernels.mjs FIXTURE_DIR --out OUT_DIR [--registry FILE.mjs] [--only a,b] [--linear naive|tiled|reg4x4]');
   return a;
 }
 
@@ -52,7 +54,7 @@ async function main() {
   let args;
   try { args = parseArgs(process.argv.slice(2)); } catch (e) { console.error(e.message); process.exit(2); }
   const registry = args.registry
-    ? (await import(pathToFileURL(resolve(args.registry)).href)).default : defaultRegistry;
+    ? (await import(pathToFileURL(resolve(args.registry)).href)).default : makeRegistry({ linear: args.linear });
   const { device, description } = await openDevice();
   const report = await runFixtures(device, args.dir, args.out, registry, args.only);
   console.log(`device: ${description}`);
