@@ -1,7 +1,7 @@
 // The WebGPU test (CTest label `webgpu`): node tests/webgpu/check.mjs REFTRAIN_BIN WORK_DIR
 //  1. for each arch, `reftrain golden kernels`, every fixture through its twin (linear_forward
-//     in each of its three forms), and `reftrain compare` on the result must exit 0; fixtures
-//     without a twin are listed;
+//     in each of its three forms), and `reftrain compare` on the result must exit 0; a fixture
+//     without a twin fails;
 //  2. a twin with a planted bug (residual_forward off by one at the last element) must make
 //     compare exit 1;
 //  3. the f16 cast's checklist on the GPU: saturation, exact 1.0, subnormals, ties to even.
@@ -40,7 +40,8 @@ async function checkArch(device, arch) {
     const verdict = cmp.stdout.trim().split('\n').filter((l) => /within tolerance|past|not within|first/.test(l)).pop();
     console.log(`${arch} linear=${form}: ${report.ran.length} twins ran; compare exit ${cmp.status}: ${verdict}`);
     if (cmp.status !== 0) fail(`${arch}/${form}: reftrain compare exit ${cmp.status}\n${cmp.stdout}${cmp.stderr}`);
-    if (form === 'naive') console.log(`${arch}: fixtures without a twin (${report.missing.length}): ${report.missing.join(' ') || '-'}`);
+    // Every fixture has a twin: a new fixture without one fails here until it gets one.
+    if (form === 'naive' && report.missing.length) fail(`${arch}: fixtures without a twin: ${report.missing.join(' ')}`);
   }
 }
 

@@ -41,6 +41,8 @@ export function makeRegistry({ linear = 'naive' } = {}) {
     linear_backward_weight: grid16('linear.wgsl', 'linear_backward_weight', (p) => p.K, (p) => p.O),
     rope_forward: { file: 'rope.wgsl', entry: 'rope_forward', dispatch: (p) => groups(p.B * p.T * p.NH * p.hs / 2) },
     rope_backward: { file: 'rope.wgsl', entry: 'rope_backward', dispatch: (p) => groups(p.B * p.T * p.NH * p.hs / 2) },
+    attention_forward: rows('attention.wgsl', 'attention_forward', (p) => p.B * p.NH * p.T),
+    attention_backward: rows('attention.wgsl', 'attention_backward', (p) => p.B * p.NH * p.T),
     crossentropy_forward_backward: rows('loss.wgsl', 'crossentropy_forward_backward', (p) => p.N),
     cast_f32_to_f16: elementwise('cast.wgsl', 'cast_f32_to_f16'),
     cast_f16_to_f32: elementwise('cast.wgsl', 'cast_f16_to_f32'),
