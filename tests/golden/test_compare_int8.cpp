@@ -76,7 +76,8 @@ TEST(CompareInt8, WeightDecayRangeOffABlockBoundary) {
   // not of 256, so the no-decay range's blocks are [304, 560) and [560, 700).
   const size_t total = 700, wd_end = 304;
   std::vector<float> g(total);
-  for (size_t i = 0; i < total; ++i) g[i] = 0.01f * float(int(i % 37) - 18);
+  // Growing with i, so that every block has its own absmax and scale.
+  for (size_t i = 0; i < total; ++i) g[i] = 1e-4f * float(int(i % 37) - 18) * float(i + 1);
   g[650] = 0.0f;  // in the partial last block: its m code is 0
   const std::vector<uint8_t> ref = m_codes_after_step(g, wd_end);
   ASSERT_EQ(ref[650], 0x00);
