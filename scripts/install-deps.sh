@@ -15,7 +15,16 @@ packages=(
   python3 python3-torch python3-numpy
   librsvg2-bin util-linux  # tests: rsvg-convert renders loss plots; unshare/mount, fault tests
   fortunes
+  # WebGPU tests (scripts/install-webgpu.sh): the Vulkan loader, and what the backported lavapipe
+  # driver links against; the driver itself is unpacked into .deps/webgpu/, not installed.
+  libvulkan1 libllvm15 libelf1 libexpat1 libwayland-client0 libx11-xcb1 libxcb1 libxcb-dri3-0
+  libxcb-present0 libxcb-randr0 libxcb-shm0 libxcb-sync1 libxcb-xfixes0 libxshmfence1 libzstd1
+  zlib1g
 )
+# Node.js runs the WebGPU tests; a machine may already have it from elsewhere (nodesource ships
+# npm inside its nodejs package, which Debian's npm package would conflict with).
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -24,11 +33,12 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -q
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
-echo "install-deps: installing ${missing[*]}"
-$sudo apt-get update -q
-$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+"$(dirname "${BASH_SOURCE[0]}")/install-webgpu.sh"

@@ -19,8 +19,8 @@ bool is_float(DType d) {
 }
 
 // Element i of a tensor as a double (exact for every dtype reftrain writes: f16, f32, f64 and
-// integers below 2^53).
-double value_at(const SafeTensor& t, size_t i) {
+// integers below 2^53). int8: a U8 tensor's bytes read as two's complement.
+double value_at(const SafeTensor& t, size_t i, bool int8 = false) {
   const uint8_t* p = t.bytes.data() + i * dtype_size(t.dtype);
   switch (t.dtype) {
     case DType::kF64: {
@@ -54,9 +54,20 @@ double value_at(const SafeTensor& t, size_t i) {
       return x;
     }
     case DType::kU8:
-      return *p;
+      return int8 ? double(int8_t(*p)) : double(*p);
   }
   return 0;
+}
+
+// The 8-bit AdamW first moment is stored as int8 codes in a U8 tensor (safetensors has no
+// packed-int8-in-u32 type): judged as U8, the codes 0 and −1 would be 0x00 and 0xFF, 255 apart
+// instead of 1. So a U8 tensor whose binding (the name after the case) is m_packed or
+// m_packed_in is read as int8. The v codes (√v, 0..255) stay unsigned.
+bool int8_codes(const std::string& name, const SafeTensor& t) {
+  if (t.dtype != DType::kU8) return false;
+  const size_t dot = name.rfind('.');
+  const std::string binding = dot == std::string::npos ? name : name.substr(dot + 1);
+  return binding == "m_packed" || binding == "m_packed_in";
 }
 
 // A float's bit pattern mapped to a signed integer that orders like the values (−0 and +0 both
@@ -151,9 +162,11 @@ TensorDiff compare_tensor(const std::string& name, const SafeTensor& ref, const 
   d.name = name, d.dtype = dtype_name(ref.dtype), d.shape = ref.shape, d.numel = ref.numel();
   const bool ulp_defined = ref.dtype == got.dtype;
   d.ulp = ulp_defined ? 0 : -1;
+  const bool int8 = int8_codes(name, ref) && got.dtype == DType::kU8;
+  if (int8) d.dtype = "I8 (in U8)";
   double sq_diff = 0, sq_ref = 0, worst_used = -1;
   for (size_t i = 0; i < d.numel; ++i) {
-    const double r = value_at(ref, i), x = value_at(got, i), e = abs_diff(r, x);
+    const double r = value_at(ref, i, int8), x = value_at(got, i, int8), e = abs_diff(r, x);
     d.max_abs = std::max(d.max_abs, e);
     if (r != 0 && std::isfinite(r)) d.max_rel = std::max(d.max_rel, e / std::abs(r));
     sq_diff += e * e;

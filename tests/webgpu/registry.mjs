@@ -1,0 +1,63 @@
+// The WGSL twins the fixture runner uses: fixture name → {file, entry, dispatch, ...} (the
+// fields are described in runner.mjs). A backend tests its own kernels by passing its own
+// registry (or a copy of this one with entries replaced) to runFixtures, or with
+// `kernels.mjs --registry FILE.mjs`, whose default export is such an object; docs/webgpu.md
+// shows how.
+const groups = (n, per = 256) => {
+  const g = Math.ceil(n / per);
+  return g <= 65535 ? [g, 1] : [65535, Math.ceil(g / 65535)];
+};
+
+const elementwise = (file, entry, count = 'n') => ({ file, entry, dispatch: (p) => groups(p[count]) });
+
+const rows = (file, entry, count, per = 64) => ({ file, entry, dispatch: (p) => [Math.ceil(count(p) / per)] });
+const grid16 = (file, entry, cols, rows_, per = 16) => ({
+  file, entry, dispatch: (p) => [Math.ceil(cols(p) / per), Math.ceil(rows_(p) / per)],
+});
+
+// The linear_forward forms: naive (one thread per output), 16×16 shared tiles, 4×4 register
+// blocks (64×64 outputs per workgroup).
+export const linearForms = {
+  naive: grid16('linear.wgsl', 'linear_forward', (p) => p.O, (p) => p.N),
+  tiled: grid16('linear_tiled.wgsl', 'linear_forward', (p) => p.O, (p) => p.N),
+  reg4x4: grid16('linear_reg4x4.wgsl', 'linear_forward', (p) => p.O, (p) => p.N, 64),
+};
+
+export function makeRegistry({ linear = 'naive' } = {}) {
+  if (!linearForms[linear]) throw new Error(`no linear form ${linear}: ${Object.keys(linearForms)}`);
+  return {
+    embed_forward: { file: 'embed.wgsl', entry: 'embed_forward', dispatch: (p) => groups(p.B * p.T * p.C) },
+    embed_backward: { file: 'embed.wgsl', entry: 'embed_backward', dispatch: (p) => groups(p.Vp * p.C) },
+    token_embed_forward: { file: 'embed.wgsl', entry: 'token_embed_forward', dispatch: (p) => groups(p.N * p.C) },
+    token_embed_backward: { file: 'embed.wgsl', entry: 'token_embed_backward', dispatch: (p) => groups(p.Vp * p.C) },
+    layernorm_forward: rows('norm.wgsl', 'layernorm_forward', (p) => p.N),
+    layernorm_backward: rows('norm.wgsl', 'layernorm_backward', (p) => Math.max(p.N, p.C)),
+    rmsnorm_forward: rows('norm.wgsl', 'rmsnorm_forward', (p) => p.N),
+    rmsnorm_backward: rows('norm.wgsl', 'rmsnorm_backward', (p) => Math.max(p.N, p.C)),
+    linear_forward: linearForms[linear],
+    linear_forward_f16: grid16('linear.wgsl', 'linear_forward_f16', (p) => p.O, (p) => p.N),
+    linear_backward_data: grid16('linear.wgsl', 'linear_backward_data', (p) => p.K, (p) => p.N),
+    linear_backward_data_f16: grid16('linear.wgsl', 'linear_backward_data_f16', (p) => p.K, (p) => p.N),
+    linear_backward_weight: grid16('linear.wgsl', 'linear_backward_weight', (p) => p.K, (p) => p.O),
+    rope_forward: { file: 'rope.wgsl', entry: 'rope_forward', dispatch: (p) => groups(p.B * p.T * p.NH * p.hs / 2) },
+    rope_backward: { file: 'rope.wgsl', entry: 'rope_backward', dispatch: (p) => groups(p.B * p.T * p.NH * p.hs / 2) },
+    attention_forward: rows('attention.wgsl', 'attention_forward', (p) => p.B * p.NH * p.T),
+    attention_backward: rows('attention.wgsl', 'attention_backward', (p) => p.B * p.NH * p.T),
+    crossentropy_forward_backward: rows('loss.wgsl', 'crossentropy_forward_backward', (p) => p.N),
+    cast_f32_to_f16: elementwise('cast.wgsl', 'cast_f32_to_f16'),
+    cast_f16_to_f32: elementwise('cast.wgsl', 'cast_f16_to_f32'),
+    residual_forward: elementwise('pointwise.wgsl', 'residual_forward'),
+    residual_backward: elementwise('pointwise.wgsl', 'residual_backward'),
+    gelu_forward: elementwise('pointwise.wgsl', 'gelu_forward'),
+    gelu_backward: elementwise('pointwise.wgsl', 'gelu_backward'),
+    swiglu_forward: elementwise('pointwise.wgsl', 'swiglu_forward'),
+    swiglu_backward: elementwise('pointwise.wgsl', 'swiglu_backward'),
+    reduce_norm_sq: elementwise('optimizer.wgsl', 'reduce_norm_sq'),
+    finalize_grad_stats: { file: 'optimizer.wgsl', entry: 'finalize_grad_stats', dispatch: () => [1] },
+    adamw_update: { ...elementwise('optimizer.wgsl', 'adamw_update', 'size'), uniforms: ['hp', 'bias'] },
+    adamw_update_f16: { ...elementwise('optimizer.wgsl', 'adamw_update_f16', 'size'), uniforms: ['hp', 'bias'] },
+    adamw_8bit_update: { ...elementwise('optimizer.wgsl', 'adamw_8bit_update', 'size'), uniforms: ['hp', 'bias'] },
+  };
+}
+
+export default makeRegistry();

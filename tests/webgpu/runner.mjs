@@ -1,0 +1,137 @@
+// Runs one golden kernel fixture through a WGSL twin on a WebGPU device and returns the tensors
+// to write: the twin's outputs under the fixture's output names, and its inputs as read back
+// from the GPU (so a twin that writes into an input fails the comparison too).
+//
+// A twin (see registry.mjs) is {source | file, entry, dispatch(params) -> [x, y, z]} and
+// optionally `bindings` (tensor/scalar names in binding order; default: the manifest's order
+// without scratch bindings and without the step number t, which no GPU kernel binds) and
+// `uniforms` (input tensors bound as uniform buffers rather than read-only storage; scalars are
+// always uniforms).
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { typedArrayFor } from './safetensors.mjs';
+
+const kernelDir = new URL('./kernels/', import.meta.url).pathname;
+
+export function twinSource(twin) {
+  return twin.source ?? readFileSync(join(twin.dir ?? kernelDir, twin.file), 'utf8');
+}
+
+function defaultBindings(entry) {
+  return entry.bindings.filter((b) => b.role !== 'scratch' && !(b.wgsl ?? '').startsWith('(not bound'));
+}
+
+function scalarBytes(b, value) {
+  if (value === undefined) throw new Error(`scalar ${b.name}: not in the case's params`);
+  if (b.dtype === 'f32' || b.dtype === 'f64') return new Float32Array([value]);
+  if (b.dtype === 'i32') return new Int32Array([value]);
+  return new Uint32Array([value]);
+}
+
+const pad4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
+
+function upload(device, bytes, usage) {
+  const buffer = device.createBuffer({ size: pad4(bytes.byteLength), usage, mappedAtCreation: true });
+  new Uint8Array(buffer.getMappedRange()).set(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+  buffer.unmap();
+  return buffer;
+}
+
+const pipelines = new Map();  // source + entry -> {pipeline, layout}
+
+async function pipelineFor(device, twin, kinds) {
+  const source = twinSource(twin);
+  const key = `${twin.entry}\n${kinds.join(',')}\n${source}`;
+  if (pipelines.has(key)) return pipelines.get(key);
+  const module = device.createShaderModule({ code: source });
+  const info = await module.getCompilationInfo();
+  const errors = info.messages.filter((m) => m.type === 'error');
+  if (errors.length) {
+    throw new Error(`${twin.file ?? 'WGSL'}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`);
+  }
+  const layout = device.createBindGroupLayout({
+    entries: kinds.map((type, binding) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } })),
+  });
+  device.pushErrorScope('validation');
+  const pipeline = device.createComputePipeline({
+    layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }),
+    compute: { module, entryPoint: twin.entry },
+  });
+  const err = await device.popErrorScope();
+  if (err) throw new Error(`${twin.entry}: ${err.message}`);
+  const p = { pipeline, layout };
+  pipelines.set(key, p);
+  return p;
+}
+
+// One case of a fixture: {tensors: {name: {dtype, shape, data}}} for the case's names.
+export async function runCase(device, twin, entry, caseName, fixture) {
+  const params = entry.cases[caseName].params;
+  const names = twin.bindings ?? defaultBindings(entry).map((b) => b.name);
+  const byName = Object.fromEntries(entry.bindings.map((b) => [b.name, b]));
+  const slots = names.map((name) => {
+    const b = byName[name];
+    if (!b) throw new Error(`${entry.name}: twin binds '${name}', which the manifest does not list`);
+    const role = b.role;
+    if (role === 'scalar') {
+      return { b, kind: 'uniform', bytes: scalarBytes(b, params[name]) };
+    }
+    const src = fixture.tensors[`${caseName}.${role === 'inout' ? `${name}_in` : name}`];
+    const ref = fixture.tensors[`${caseName}.${name}`];
+    if (!ref && !src) throw new Error(`${entry.name}/${caseName}: no tensor for binding ${name}`);
+    const kind = role === 'in' ? ((twin.uniforms ?? []).includes(name) ? 'uniform' : 'read-only-storage') : 'storage';
+    const bytes = role === 'out' ? new Uint8Array(ref.data.byteLength) : src.data;
+    return { b, kind, bytes, outName: `${caseName}.${name}`, like: ref ?? src };
+  });
+  const { pipeline, layout } = await pipelineFor(device, twin, slots.map((s) => s.kind));
+  const U = GPUBufferUsage;
+  for (const s of slots) {
+    s.buffer = upload(device, s.bytes, s.kind === 'uniform' ? U.UNIFORM | U.COPY_DST : U.STORAGE | U.COPY_SRC | U.COPY_DST);
+  }
+  device.pushErrorScope('validation');
+  const group = device.createBindGroup({
+    layout,
+    entries: slots.map((s, binding) => ({ binding, resource: { buffer: s.buffer } })),
+  });
+  const enc = device.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, group);
+  const [x, y = 1, z = 1] = twin.dispatch(params);
+  pass.dispatchWorkgroups(x, y, z);
+  pass.end();
+  const reads = slots.filter((s) => s.kind !== 'uniform').map((s) => {
+    const staging = device.createBuffer({ size: s.buffer.size, usage: U.MAP_READ | U.COPY_DST });
+    enc.copyBufferToBuffer(s.buffer, 0, staging, 0, s.buffer.size);
+    return { s, staging };
+  });
+  device.queue.submit([enc.finish()]);
+  const err = await device.popErrorScope();
+  if (err) throw new Error(`${entry.name}/${caseName}: ${err.message}`);
+  const out = {};
+  for (const { s, staging } of reads) {
+    await staging.mapAsync(GPUMapMode.READ);
+    const bytes = new Uint8Array(staging.getMappedRange()).slice(0, s.like.data.byteLength);
+    staging.unmap();
+    staging.destroy();
+    out[s.outName] = { dtype: s.like.dtype, shape: s.like.shape, data: typedArrayFor(s.like.dtype, bytes.buffer) };
+  }
+  for (const s of slots) s.buffer.destroy();
+  return out;
+}
+
+// Every case of a fixture. Inputs the twin does not bind as storage (uniform tensors, the
+// before-values `<binding>_in`, the step number t) are written back as given, so that the
+// result file has the fixture's tensor names; outputs never are.
+export async function runFixture(device, twin, entry, fixture) {
+  const outputs = new Set(entry.bindings.filter((b) => b.role === 'out' || b.role === 'inout').map((b) => b.name));
+  const result = {};
+  for (const caseName of Object.keys(entry.cases)) {
+    Object.assign(result, await runCase(device, twin, entry, caseName, fixture));
+    for (const [name, t] of Object.entries(fixture.tensors)) {
+      const [c, binding] = [name.slice(0, name.indexOf('.')), name.slice(name.indexOf('.') + 1)];
+      if (c === caseName && !outputs.has(binding) && !(name in result)) result[name] = t;
+    }
+  }
+  return result;
+}
