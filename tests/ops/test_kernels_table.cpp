@@ -1,6 +1,7 @@
 // ops/KERNELS.md gives every kernel one row: reference, fast version, GPU twin, study page,
 // explainer, golden fixtures, tests, benchmark. These tests hold the table to the code: every
-// file it names exists, every function it names is declared in a file of its cell, every
+// file it names exists, every function it names is declared in a file of its cell, every WGSL
+// entry point of ours it names is a @compute function of its file, every
 // explainer and fixture it names exists, and every explainer (`reftrain explain --list`) and
 // every fixture (`reftrain golden kernels`) has a row.
 #include <gtest/gtest.h>
@@ -121,6 +122,52 @@ TEST(KernelsTable, EveryFunctionIsDeclaredInAFileOfItsCell) {
       }
     }
   }
+}
+
+// Whether `source` declares `entry` as a compute entry point: `fn entry(` right after an
+// attribute list that holds @compute (in either order with @workgroup_size).
+bool declares_compute_entry(const std::string& source, const std::string& entry) {
+  const std::regex fn("((?:@\\w+(?:\\([^)]*\\))?\\s*)+)fn\\s+" + entry + "\\s*\\(");
+  for (auto it = std::sregex_iterator(source.begin(), source.end(), fn);
+       it != std::sregex_iterator(); ++it) {
+    if ((*it)[1].str().find("@compute") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The GPU twin cell: the mirrored kernel's file and entry points (a bare file name), then ours,
+// a .wgsl path under tests/webgpu/ and the entry points that follow it up to the next file.
+TEST(KernelsTable, EveryRowsWgslTwinExistsAndDeclaresItsEntryPoints) {
+  for (const Row& r : table()) {
+    std::string file, source;
+    size_t ours = 0;
+    for (const std::string& w : r.cells[kTwin]) {
+      if (w.size() > 5 && w.compare(w.size() - 5, 5, ".wgsl") == 0) {
+        file = is_path(w) ? w : "";
+        if (file.empty()) continue;
+        EXPECT_EQ(file.rfind("tests/webgpu/", 0), 0u) << r.key << ": " << file;
+        EXPECT_TRUE(fs::is_regular_file(kRoot + "/" + file)) << r.key << ": no file " << file;
+        source = fs::is_regular_file(kRoot + "/" + file) ? read_file(kRoot + "/" + file) : "";
+      } else if (!file.empty()) {
+        EXPECT_TRUE(declares_compute_entry(source, w))
+            << r.key << ": " << file << " declares no @compute fn " << w << "(";
+        ++ours;
+      }
+    }
+    EXPECT_GT(ours, 0u) << r.key << ": the GPU twin column names no entry point of ours";
+  }
+}
+
+TEST(KernelsTable, ComputeEntryPointsAreFoundOnlyWhereDeclared) {
+  const std::string wgsl =
+      "@compute @workgroup_size(64)\nfn ours(@builtin(global_invocation_id) g: vec3<u32>) {}\n"
+      "@workgroup_size(16, 16) @compute fn also_ours() {}\nfn helper(x: u32) -> u32 { return x; "
+      "}\n";
+  EXPECT_TRUE(declares_compute_entry(wgsl, "ours"));
+  EXPECT_TRUE(declares_compute_entry(wgsl, "also_ours"));
+  EXPECT_FALSE(declares_compute_entry(wgsl, "helper"));
+  EXPECT_FALSE(declares_compute_entry(wgsl, "our"));
+  EXPECT_FALSE(declares_compute_entry(wgsl, "missing"));
 }
 
 TEST(KernelsTable, EveryExplainerHasARowAndEveryRowsExplainerRuns) {

@@ -2,7 +2,7 @@
 // (registry.mjs linearForms) at N = K = O = s on the WebGPU device, best of 5 dispatches after
 // a warm-up, each measured from submit to onSubmittedWorkDone. Prints a markdown table.
 import { openDevice } from './gpu.mjs';
-import { linearForms } from './registry.mjs';
+import { linearForms, linearTwin } from './registry.mjs';
 import { twinSource } from './runner.mjs';
 
 const sizes = process.argv.slice(2).map(Number).filter((x) => x > 0);
@@ -18,7 +18,7 @@ function buffer(bytes, usage) {
 }
 
 async function time(form, s) {
-  const twin = linearForms[form];
+  const twin = linearTwin(form, 'linear_forward');
   const module = device.createShaderModule({ code: twinSource(twin) });
   const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: twin.entry } });
   const rnd = (n) => Float32Array.from({ length: n }, () => Math.random() - 0.5);

@@ -1,17 +1,20 @@
 // The WebGPU test (CTest label `webgpu`): node tests/webgpu/check.mjs REFTRAIN_BIN WORK_DIR
-//  1. for each arch, `reftrain golden kernels`, every fixture through its twin (linear_forward
-//     in each of its three forms), and `reftrain compare` on the result must exit 0; a fixture
-//     without a twin fails;
+//  1. for each arch, `reftrain golden kernels`, every fixture through its twin, every linear
+//     fixture in each of the three matmul forms, both attention fixtures in the fused form, and
+//     `reftrain compare` on each result must exit 0 (`--subset` for the fused form, whose
+//     forward writes no att; the test checks it wrote everything else); a fixture without a twin
+//     fails;
 //  2. a twin with a planted bug (residual_forward off by one at the last element) must make
 //     compare exit 1;
 //  3. the f16 cast's checklist on the GPU: saturation, exact 1.0, subnormals, ties to even.
 // Any failure, including no WebGPU adapter, exits 1 with the reason.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { openDevice } from './gpu.mjs';
 import { runFixtures } from './kernels.mjs';
-import { makeRegistry, linearForms } from './registry.mjs';
+import { makeRegistry, linearProducts } from './registry.mjs';
+import { readSafetensors } from './safetensors.mjs';
 import { runCase } from './runner.mjs';
 
 const [reftrain, work] = process.argv.slice(2);
@@ -25,23 +28,44 @@ function run(cmd, args) {
   return r;
 }
 
+// The registries the test runs, each on the fixtures its forms change: the naive products and
+// the materialised attention on every fixture, then every linear fixture in the two other
+// matmul forms, then both attention fixtures in the fused form.
+const variants = [
+  { name: 'naive', forms: {}, only: null },
+  { name: 'tiled', forms: { linear: 'tiled' }, only: Object.keys(linearProducts) },
+  { name: 'reg4x4', forms: { linear: 'reg4x4' }, only: Object.keys(linearProducts) },
+  { name: 'fused', forms: { attention: 'fused' }, only: ['attention_forward', 'attention_backward'] },
+];
+
+// The fused forward keeps no att: its result must hold every tensor of the fixture but att
+// (checked here, since `compare --subset` would not notice a missing out).
+function checkFusedNames(arch, fix, out) {
+  const want = Object.keys(readSafetensors(join(fix, 'attention_forward.safetensors')).tensors).filter((n) => !n.endsWith('.att'));
+  const got = Object.keys(readSafetensors(join(out, 'attention_forward.safetensors')).tensors);
+  if (want.sort().join() !== got.sort().join()) fail(`${arch}/fused: attention_forward wrote ${got}, expected ${want}`);
+}
+
 async function checkArch(device, arch) {
   const fix = join(work, arch, 'fixtures');
   rmSync(join(work, arch), { recursive: true, force: true });
   const gen = run(reftrain, ['golden', 'kernels', '--arch', arch, '--out', fix]);
   if (gen.status !== 0) return fail(`${arch}: reftrain golden kernels: ${gen.stderr}`);
-  for (const form of Object.keys(linearForms)) {
-    const out = join(work, arch, `out-${form}`);
-    // The other forms only change linear_forward: run that fixture alone for them.
-    const only = form === 'naive' ? null : ['linear_forward'];
-    const report = await runFixtures(device, fix, out, makeRegistry({ linear: form }), only);
-    for (const f of report.failed) fail(`${arch}/${form}: ${f.name} did not run: ${f.error}`);
-    const cmp = run(reftrain, ['compare', fix, out, '--quiet']);
+  for (const v of variants) {
+    const out = join(work, arch, `out-${v.name}`);
+    const report = await runFixtures(device, fix, out, makeRegistry(v.forms), v.only);
+    for (const f of report.failed) fail(`${arch}/${v.name}: ${f.name} did not run: ${f.error}`);
+    const subset = v.name === 'fused' ? ['--subset'] : [];
+    if (subset.length && report.ran.includes('attention_forward')) checkFusedNames(arch, fix, out);
+    const cmp = run(reftrain, ['compare', fix, out, '--quiet', ...subset]);
     const verdict = cmp.stdout.trim().split('\n').filter((l) => /within tolerance|past|not within|first/.test(l)).pop();
-    console.log(`${arch} linear=${form}: ${report.ran.length} twins ran; compare exit ${cmp.status}: ${verdict}`);
-    if (cmp.status !== 0) fail(`${arch}/${form}: reftrain compare exit ${cmp.status}\n${cmp.stdout}${cmp.stderr}`);
-    // Every fixture has a twin: a new fixture without one fails here until it gets one.
-    if (form === 'naive' && report.missing.length) fail(`${arch}: fixtures without a twin: ${report.missing.join(' ')}`);
+    console.log(`${arch} ${v.name}: ${report.ran.join(' ')}; compare exit ${cmp.status}: ${verdict}`);
+    if (cmp.status !== 0) fail(`${arch}/${v.name}: reftrain compare exit ${cmp.status}\n${cmp.stdout}${cmp.stderr}`);
+    // Every fixture has a twin in every form: a new fixture without one fails here until it has one.
+    if (report.missing.length) fail(`${arch}/${v.name}: fixtures without a twin: ${report.missing.join(' ')}`);
+    if (v.only && report.ran.length !== v.only.filter((n) => existsSync(join(fix, `${n}.safetensors`))).length) {
+      fail(`${arch}/${v.name}: ran ${report.ran.join(' ')} of ${v.only.join(' ')}`);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // node tests/webgpu/kernels.mjs FIXTURE_DIR --out OUT_DIR [--registry FILE.mjs] [--only a,b]
-//                                [--linear naive|tiled|reg4x4]
+//                                [--linear naive|tiled|reg4x4] [--attention materialised|fused]
 //
 // Runs every fixture of a `reftrain golden kernels` directory through its WGSL twin on WebGPU
 // (Dawn on lavapipe, see gpu.mjs) and writes each result as OUT_DIR/<fixture>.safetensors with
@@ -15,17 +15,18 @@ import { runFixture } from './runner.mjs';
 import { makeRegistry } from './registry.mjs';
 
 function parseArgs(argv) {
-  const a = { dir: null, out: null, registry: null, only: null, linear: 'naive' };
+  const a = { dir: null, out: null, registry: null, only: null, linear: 'naive', attention: 'materialised' };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--out') a.out = argv[++i];
     else if (k === '--registry') a.registry = argv[++i];
     else if (k === '--only') a.only = argv[++i].split(',');
     else if (k === '--linear') a.linear = argv[++i];
+    else if (k === '--attention') a.attention = argv[++i];
     else if (!k.startsWith('--') && !a.dir) a.dir = k;
     else throw new Error(`unknown argument ${k}`);
   }
-  if (!a.dir || !a.out) throw new Error('usage: kernels.mjs FIXTURE_DIR --out OUT_DIR [--registry FILE.mjs] [--only a,b] [--linear naive|tiled|reg4x4]');
+  if (!a.dir || !a.out) throw new Error('usage: kernels.mjs FIXTURE_DIR --out OUT_DIR [--registry FILE.mjs] [--only a,b] [--linear naive|tiled|reg4x4] [--attention materialised|fused]');
   return a;
 }
 
@@ -41,7 +42,7 @@ export async function runFixtures(device, dir, out, registry, only = null) {
     try {
       const fixture = readSafetensors(join(dir, entry.file));
       const tensors = await runFixture(device, twin, entry, fixture);
-      writeSafetensors(join(out, entry.file), tensors, { twin: `${twin.file ?? 'source'}:${twin.entry}` });
+      writeSafetensors(join(out, entry.file), tensors, { twin: `${twin.file ?? 'source'}:${(twin.passes ?? [twin]).map((p) => p.entry).join('+')}` });
       report.ran.push(entry.name);
     } catch (e) {
       report.failed.push({ name: entry.name, error: e.message });
@@ -54,7 +55,7 @@ async function main() {
   let args;
   try { args = parseArgs(process.argv.slice(2)); } catch (e) { console.error(e.message); process.exit(2); }
   const registry = args.registry
-    ? (await import(pathToFileURL(resolve(args.registry)).href)).default : makeRegistry({ linear: args.linear });
+    ? (await import(pathToFileURL(resolve(args.registry)).href)).default : makeRegistry({ linear: args.linear, attention: args.attention });
   const { device, description } = await openDevice();
   const report = await runFixtures(device, args.dir, args.out, registry, args.only);
   console.log(`device: ${description}`);

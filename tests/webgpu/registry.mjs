@@ -15,16 +15,56 @@ const grid16 = (file, entry, cols, rows_, per = 16) => ({
   file, entry, dispatch: (p) => [Math.ceil(cols(p) / per), Math.ceil(rows_(p) / per)],
 });
 
-// The linear_forward forms: naive (one thread per output), 16×16 shared tiles, 4×4 register
-// blocks (64×64 outputs per workgroup).
+// The linear products' three forms, each a file with all five entry points: naive (one thread
+// per output), 16×16 workgroup-shared tiles, 4×4 register blocks (64×64 outputs per workgroup).
 export const linearForms = {
-  naive: grid16('linear.wgsl', 'linear_forward', (p) => p.O, (p) => p.N),
-  tiled: grid16('linear_tiled.wgsl', 'linear_forward', (p) => p.O, (p) => p.N),
-  reg4x4: grid16('linear_reg4x4.wgsl', 'linear_forward', (p) => p.O, (p) => p.N, 64),
+  naive: { file: 'linear.wgsl', block: 16 },
+  tiled: { file: 'linear_tiled.wgsl', block: 16 },
+  reg4x4: { file: 'linear_reg4x4.wgsl', block: 64 },
 };
 
-export function makeRegistry({ linear = 'naive' } = {}) {
+// Each product's output grid: [columns, rows].
+export const linearProducts = {
+  linear_forward: [(p) => p.O, (p) => p.N],
+  linear_forward_f16: [(p) => p.O, (p) => p.N],
+  linear_backward_data: [(p) => p.K, (p) => p.N],
+  linear_backward_data_f16: [(p) => p.K, (p) => p.N],
+  linear_backward_weight: [(p) => p.K, (p) => p.O],
+};
+
+export function linearTwin(form, name) {
+  const f = linearForms[form];
+  return grid16(f.file, name, ...linearProducts[name], f.block);
+}
+
+// The attention twins' two forms: materialised (the probabilities written to att, as the
+// reference does) and fused (online softmax, only the logsumexp kept; attention_fused.wgsl). The
+// fused forward binds no att, so its result lacks att and is judged with `compare --subset`; its
+// backward runs the fused forward first (on the fixture's qkv) for the out and lse it reads.
+const attentionRows = (p) => [Math.ceil((p.B * p.NH * p.T) / 64)];
+const fusedForward = { entry: 'attention_forward_fused', bindings: ['out', 'lse', 'qkv', 'B', 'T', 'C', 'NH'], dispatch: attentionRows };
+export const attentionForms = {
+  materialised: {
+    attention_forward: rows('attention.wgsl', 'attention_forward', (p) => p.B * p.NH * p.T),
+    attention_backward: rows('attention.wgsl', 'attention_backward', (p) => p.B * p.NH * p.T),
+  },
+  fused: {
+    attention_forward: { file: 'attention_fused.wgsl', ...fusedForward, scratch: { lse: (p) => p.B * p.NH * p.T } },
+    attention_backward: {
+      file: 'attention_fused.wgsl',
+      passes: [fusedForward, {
+        entry: 'attention_backward_fused', bindings: ['dqkv', 'dout', 'qkv', 'out', 'lse', 'B', 'T', 'C', 'NH'],
+        dispatch: attentionRows, reads: ['out', 'lse'],
+      }],
+      scratch: { out: (p) => p.B * p.T * p.C, lse: (p) => p.B * p.NH * p.T },
+    },
+  },
+};
+
+export function makeRegistry({ linear = 'naive', attention = 'materialised' } = {}) {
   if (!linearForms[linear]) throw new Error(`no linear form ${linear}: ${Object.keys(linearForms)}`);
+  if (!attentionForms[attention]) throw new Error(`no attention form ${attention}: ${Object.keys(attentionForms)}`);
+  const linearTwins = Object.fromEntries(Object.keys(linearProducts).map((name) => [name, linearTwin(linear, name)]));
   return {
     embed_forward: { file: 'embed.wgsl', entry: 'embed_forward', dispatch: (p) => groups(p.B * p.T * p.C) },
     embed_backward: { file: 'embed.wgsl', entry: 'embed_backward', dispatch: (p) => groups(p.Vp * p.C) },
@@ -34,15 +74,10 @@ export function makeRegistry({ linear = 'naive' } = {}) {
     layernorm_backward: rows('norm.wgsl', 'layernorm_backward', (p) => Math.max(p.N, p.C)),
     rmsnorm_forward: rows('norm.wgsl', 'rmsnorm_forward', (p) => p.N),
     rmsnorm_backward: rows('norm.wgsl', 'rmsnorm_backward', (p) => Math.max(p.N, p.C)),
-    linear_forward: linearForms[linear],
-    linear_forward_f16: grid16('linear.wgsl', 'linear_forward_f16', (p) => p.O, (p) => p.N),
-    linear_backward_data: grid16('linear.wgsl', 'linear_backward_data', (p) => p.K, (p) => p.N),
-    linear_backward_data_f16: grid16('linear.wgsl', 'linear_backward_data_f16', (p) => p.K, (p) => p.N),
-    linear_backward_weight: grid16('linear.wgsl', 'linear_backward_weight', (p) => p.K, (p) => p.O),
+    ...linearTwins,
     rope_forward: { file: 'rope.wgsl', entry: 'rope_forward', dispatch: (p) => groups(p.B * p.T * p.NH * p.hs / 2) },
     rope_backward: { file: 'rope.wgsl', entry: 'rope_backward', dispatch: (p) => groups(p.B * p.T * p.NH * p.hs / 2) },
-    attention_forward: rows('attention.wgsl', 'attention_forward', (p) => p.B * p.NH * p.T),
-    attention_backward: rows('attention.wgsl', 'attention_backward', (p) => p.B * p.NH * p.T),
+    ...attentionForms[attention],
     crossentropy_forward_backward: rows('loss.wgsl', 'crossentropy_forward_backward', (p) => p.N),
     cast_f32_to_f16: elementwise('cast.wgsl', 'cast_f32_to_f16'),
     cast_f16_to_f32: elementwise('cast.wgsl', 'cast_f16_to_f32'),

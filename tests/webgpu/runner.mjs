@@ -6,7 +6,11 @@
 // optionally `bindings` (tensor/scalar names in binding order; default: the manifest's order
 // without scratch bindings and without the step number t, which no GPU kernel binds) and
 // `uniforms` (input tensors bound as uniform buffers rather than read-only storage; scalars are
-// always uniforms).
+// always uniforms). A twin of several dispatches gives `passes`, a list of {entry, bindings,
+// dispatch, reads}, run in order on buffers shared by name, and `scratch`, {name: params ->
+// f32 count}, buffers of its own that no fixture holds (zeroed, never written to the result;
+// bound read-only in the passes whose `reads` name them). A manifest output that no pass binds
+// is left out of the result, so `reftrain compare --subset` judges the others.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { typedArrayFor } from './safetensors.mjs';
@@ -39,9 +43,9 @@ function upload(device, bytes, usage) {
 
 const pipelines = new Map();  // source + entry -> {pipeline, layout}
 
-async function pipelineFor(device, twin, kinds) {
+async function pipelineFor(device, twin, entryPoint, kinds) {
   const source = twinSource(twin);
-  const key = `${twin.entry}\n${kinds.join(',')}\n${source}`;
+  const key = `${entryPoint}\n${kinds.join(',')}\n${source}`;
   if (pipelines.has(key)) return pipelines.get(key);
   const module = device.createShaderModule({ code: source });
   const info = await module.getCompilationInfo();
@@ -55,52 +59,70 @@ async function pipelineFor(device, twin, kinds) {
   device.pushErrorScope('validation');
   const pipeline = device.createComputePipeline({
     layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }),
-    compute: { module, entryPoint: twin.entry },
+    compute: { module, entryPoint },
   });
   const err = await device.popErrorScope();
-  if (err) throw new Error(`${twin.entry}: ${err.message}`);
+  if (err) throw new Error(`${entryPoint}: ${err.message}`);
   const p = { pipeline, layout };
   pipelines.set(key, p);
   return p;
 }
 
-// One case of a fixture: {tensors: {name: {dtype, shape, data}}} for the case's names.
+// The twin's passes, each {entry, bindings, dispatch, reads}: `passes` when it has several, else
+// its one entry point.
+function passesOf(twin) {
+  return twin.passes ?? [{ entry: twin.entry, bindings: twin.bindings, dispatch: twin.dispatch }];
+}
+
+// The buffer behind one binding name: a scalar (uniform), a twin's own scratch buffer (zeroed
+// f32 storage, never read back), or a tensor of the fixture.
+function slotFor(twin, entry, byName, caseName, fixture, name) {
+  const params = entry.cases[caseName].params;
+  const scratch = (twin.scratch ?? {})[name];
+  if (scratch && !byName[name]) return { kind: 'storage', bytes: new Float32Array(scratch(params)), scratch: true };
+  const b = byName[name];
+  if (!b) throw new Error(`${entry.name}: twin binds '${name}', which the manifest does not list`);
+  if (b.role === 'scalar') return { kind: 'uniform', bytes: scalarBytes(b, params[name]) };
+  const src = fixture.tensors[`${caseName}.${b.role === 'inout' ? `${name}_in` : name}`];
+  const ref = fixture.tensors[`${caseName}.${name}`];
+  if (!ref && !src) throw new Error(`${entry.name}/${caseName}: no tensor for binding ${name}`);
+  const kind = b.role === 'in' ? ((twin.uniforms ?? []).includes(name) ? 'uniform' : 'read-only-storage') : 'storage';
+  const bytes = b.role === 'out' ? new Uint8Array(ref.data.byteLength) : src.data;
+  return { kind, bytes, outName: `${caseName}.${name}`, like: ref ?? src };
+}
+
+// One case of a fixture: {tensors: {name: {dtype, shape, data}}} for the case's names. Every
+// pass runs in one command buffer, in order, on buffers shared by name.
 export async function runCase(device, twin, entry, caseName, fixture) {
   const params = entry.cases[caseName].params;
-  const names = twin.bindings ?? defaultBindings(entry).map((b) => b.name);
   const byName = Object.fromEntries(entry.bindings.map((b) => [b.name, b]));
-  const slots = names.map((name) => {
-    const b = byName[name];
-    if (!b) throw new Error(`${entry.name}: twin binds '${name}', which the manifest does not list`);
-    const role = b.role;
-    if (role === 'scalar') {
-      return { b, kind: 'uniform', bytes: scalarBytes(b, params[name]) };
-    }
-    const src = fixture.tensors[`${caseName}.${role === 'inout' ? `${name}_in` : name}`];
-    const ref = fixture.tensors[`${caseName}.${name}`];
-    if (!ref && !src) throw new Error(`${entry.name}/${caseName}: no tensor for binding ${name}`);
-    const kind = role === 'in' ? ((twin.uniforms ?? []).includes(name) ? 'uniform' : 'read-only-storage') : 'storage';
-    const bytes = role === 'out' ? new Uint8Array(ref.data.byteLength) : src.data;
-    return { b, kind, bytes, outName: `${caseName}.${name}`, like: ref ?? src };
-  });
-  const { pipeline, layout } = await pipelineFor(device, twin, slots.map((s) => s.kind));
+  const passes = passesOf(twin).map((p) => ({ ...p, names: p.bindings ?? defaultBindings(entry).map((b) => b.name) }));
+  const slots = new Map();
+  for (const name of passes.flatMap((p) => p.names)) {
+    if (!slots.has(name)) slots.set(name, slotFor(twin, entry, byName, caseName, fixture, name));
+  }
   const U = GPUBufferUsage;
-  for (const s of slots) {
+  for (const s of slots.values()) {
     s.buffer = upload(device, s.bytes, s.kind === 'uniform' ? U.UNIFORM | U.COPY_DST : U.STORAGE | U.COPY_SRC | U.COPY_DST);
   }
-  device.pushErrorScope('validation');
-  const group = device.createBindGroup({
-    layout,
-    entries: slots.map((s, binding) => ({ binding, resource: { buffer: s.buffer } })),
-  });
   const enc = device.createCommandEncoder();
-  const pass = enc.beginComputePass();
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, group);
-  const [x, y = 1, z = 1] = twin.dispatch(params);
-  pass.dispatchWorkgroups(x, y, z);
-  pass.end();
-  const reads = slots.filter((s) => s.kind !== 'uniform').map((s) => {
+  device.pushErrorScope('validation');
+  for (const p of passes) {
+    // A scratch buffer is read-write unless this pass only reads it.
+    const kinds = p.names.map((n) => (slots.get(n).scratch && (p.reads ?? []).includes(n) ? 'read-only-storage' : slots.get(n).kind));
+    const { pipeline, layout } = await pipelineFor(device, twin, p.entry, kinds);
+    const group = device.createBindGroup({
+      layout,
+      entries: p.names.map((n, binding) => ({ binding, resource: { buffer: slots.get(n).buffer } })),
+    });
+    const pass = enc.beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, group);
+    const [x, y = 1, z = 1] = p.dispatch(params);
+    pass.dispatchWorkgroups(x, y, z);
+    pass.end();
+  }
+  const reads = [...slots.values()].filter((s) => s.kind !== 'uniform' && !s.scratch).map((s) => {
     const staging = device.createBuffer({ size: s.buffer.size, usage: U.MAP_READ | U.COPY_DST });
     enc.copyBufferToBuffer(s.buffer, 0, staging, 0, s.buffer.size);
     return { s, staging };
@@ -116,7 +138,7 @@ export async function runCase(device, twin, entry, caseName, fixture) {
     staging.destroy();
     out[s.outName] = { dtype: s.like.dtype, shape: s.like.shape, data: typedArrayFor(s.like.dtype, bytes.buffer) };
   }
-  for (const s of slots) s.buffer.destroy();
+  for (const s of slots.values()) s.buffer.destroy();
   return out;
 }
 
