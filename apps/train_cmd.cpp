@@ -408,7 +408,12 @@ void print_sample(Trainer& trainer) {
 // was written to (continued_trace), then says where it resumed.
 std::vector<Json> trace_head(const std::string& path, const Json& run, const RunPlan& p) {
   if (!p.ckpt) return {run};
-  std::vector<Json> head = continued_trace(path, run, p.start);
+  ContinuedTrace old = continued_trace(path, run, p.start);
+  if (old.dropped_line > 0) {
+    std::printf("trace %s: dropped its incomplete last line %zu (written when the run stopped)\n",
+                path.c_str(), old.dropped_line);
+  }
+  std::vector<Json> head = std::move(old.head);
   if (head.empty()) head.push_back(run);
   head.push_back({{"type", "resume"}, {"step", p.start}, {"checkpoint", p.ckpt->path}});
   return head;

@@ -72,9 +72,12 @@ std::string bad_record(const Json& j, const char* value_key, long long last) {
 
 }  // namespace
 
-Trace read_trace(const std::string& path) {
+Trace read_trace(const std::string& path, TornLastLine torn) {
   InputFile file(path, "trace");
-  std::istringstream in(file.read_all());
+  const std::string all = file.read_all();
+  const bool ends_in_newline = all.empty() || all.back() == '\n';
+  const size_t line_count = size_t(std::count(all.begin(), all.end(), '\n')) + !ends_in_newline;
+  std::istringstream in(all);
   Trace t;
   t.path = path;
   std::string text;
@@ -84,7 +87,12 @@ Trace read_trace(const std::string& path) {
       return input_error(path + ":" + std::to_string(line_no) + ": " + why);
     };
     Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) throw fail("not a JSON object");
+    const bool whole = !j.is_discarded() && j.is_object();
+    if (torn == TornLastLine::kDrop && line_no == line_count && (!whole || !ends_in_newline)) {
+      t.dropped_line = line_no;
+      break;
+    }
+    if (!whole) throw fail("not a JSON object");
     if (!j.contains("type") || !j.at("type").is_string()) throw fail("needs a string \"type\"");
     const std::string type = j.at("type").get<std::string>();
     if (line_no == 1) {
@@ -122,10 +130,10 @@ long long step_of(const Json& j) {
 
 }  // namespace
 
-std::vector<Json> continued_trace(const std::string& path, const Json& run, long long step) {
+ContinuedTrace continued_trace(const std::string& path, const Json& run, long long step) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return {};
-  const Trace old = read_trace(path);
+  const Trace old = read_trace(path, TornLastLine::kDrop);
   const Json a = comparable_run(old.run), b = comparable_run(run);
   if (a != b) {
     std::string key = "?";
@@ -153,11 +161,11 @@ std::vector<Json> continued_trace(const std::string& path, const Json& run, long
     return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) < std::get<0>(y)
                                             : std::get<1>(x) < std::get<1>(y);
   });
-  std::vector<Json> head = {run};
+  ContinuedTrace out{{run}, old.dropped_line};
   for (const auto& [k, rank, line] : lines) {
-    if (k >= 0 && k <= step) head.push_back(*line);
+    if (k >= 0 && k <= step) out.head.push_back(*line);
   }
-  return head;
+  return out;
 }
 
 }  // namespace reftrain
