@@ -8,8 +8,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "core/formats/atomic_file.h"
 #include "core/base/error.h"
+#include "core/formats/atomic_file.h"
 #include "core/formats/input_file.h"
 
 namespace reftrain {
