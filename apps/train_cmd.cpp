@@ -386,9 +386,10 @@ int stop_on_signal(Trainer& trainer, Saver& saver, const RunPlan& p, int step) {
     std::printf("%s; checkpoint %s; continue with: reftrain train --resume %s\n", what.c_str(),
                 path.c_str(), p.out.c_str());
   } else {
-    std::printf("%s; its %d steps are lost (no --out); pass --out DIR to save a checkpoint when "
-                "stopped (and --save-every N to save while running)\n",
-                what.c_str(), step - p.start);
+    std::printf(
+        "%s; its %d steps are lost (no --out); pass --out DIR to save a checkpoint when "
+        "stopped (and --save-every N to save while running)\n",
+        what.c_str(), step - p.start);
   }
   return 128 + sig;
 }
@@ -490,7 +491,8 @@ int run_train(const TrainArgs& a) {
                       " is not past the run's step " + std::to_string(p.start));
   }
   p.stop = a.has("--stop-after") ? std::min(a.stop_after, p.train.steps) : p.train.steps;
-  if (!p.out.empty()) prepare_checkpoint_dir(p.out, p.start);
+  // Held until the run ends: no second run saves into (or cleans up) this directory meanwhile.
+  const DirLock lock = p.out.empty() ? DirLock() : prepare_checkpoint_dir(p.out, p.start);
 
   // Memory from here on is the model's: reset the peak so loading's transients do not count.
   reset_peak_resident();

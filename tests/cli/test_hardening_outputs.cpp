@@ -69,5 +69,42 @@ TEST_F(HardeningOutputs, TornLastTraceLineIsDroppedOnResume) {
   expect_same_trace(reference, trace);
 }
 
+// Run A holds its --out (here paused in the middle of its first save, its .tmp file on disk); a
+// second run into that directory, fresh or resumed, is refused in one line naming A's pid, and
+// leaves A's temporary file alone. Once A is gone (SIGKILL: the kernel drops the lock), the
+// directory is free again, and A's orphaned .tmp file is cleaned up.
+TEST_F(HardeningOutputs, SecondRunIntoTheSameOutIsRefused) {
+  const std::string other = dir_.file("other");
+  ASSERT_EQ(run_reftrain(run(8) + " --stop-after 1 --out " + other).exit_code, 0);
+  const std::string out = dir_.file("ckpt"), err = dir_.file("a.err");
+  Background a(run(100000) + " --out " + out + " --save-every 1", dir_.file("a.out"), err,
+               "env REFTRAIN_DEBUG_SAVE_PAUSE=600");
+  ASSERT_TRUE(wait_for(
+      [&] { return read_file(err).find("REFTRAIN_DEBUG_SAVE_PAUSE") != std::string::npos; }, 300))
+      << read_file(err);
+  const std::string tmp = ".ckpt-00000001.safetensors.tmp";
+  ASSERT_EQ(files_in(out), std::vector<std::string>{tmp});
+
+  const SplitResult fresh = run_split(run(8) + " --out " + out);
+  EXPECT_EQ(fresh.exit_code, 2) << fresh.err;
+  const std::string holder = "--out " + out + " is in use by another reftrain run (pid ";
+  const size_t at = fresh.err.find(holder);
+  ASSERT_NE(at, std::string::npos) << fresh.err;
+  const std::string pid =
+      fresh.err.substr(at + holder.size(), fresh.err.find(')', at) - at - holder.size());
+  const std::string cmdline = read_file("/proc/" + pid + "/cmdline");
+  EXPECT_NE(cmdline.find("--save-every"), std::string::npos) << pid << ": " << cmdline;
+  expect_user_error(run(8) + " --out " + out, 2, holder + pid + ")");
+  expect_user_error("train --resume " + other + " --out " + out, 2, holder + pid + ")");
+  EXPECT_EQ(files_in(out), std::vector<std::string>{tmp});  // A's save in progress, untouched
+
+  a.kill();
+  a.wait();
+  const CommandResult r =
+      run_reftrain("train --resume " + other + " --out " + out + " --stop-after 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(files_in(out), std::vector<std::string>{checkpoint_file_name(2)});
+}
+
 }  // namespace
 }  // namespace reftrain::testing
