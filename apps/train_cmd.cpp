@@ -482,9 +482,34 @@ void initialise(Trainer& trainer, RunPlan& p, const TrainArgs& a) {
   }
 }
 
+// No output may be an input or the other output, and none may sit in --out under a
+// checkpoint's name, where a save would replace it.
+void refuse_clobbering(const TrainArgs& a, const RunPlan& p) {
+  std::vector<NamedPath> inputs = {
+      {"--data", a.data}, {"--data-tokens", a.data_tokens}, {"--init-from", a.init_from}};
+  if (p.ckpt) {
+    inputs.push_back({"the checkpoint resumed,", p.ckpt->path});
+    inputs.push_back({"the checkpoint's data", p.data_path});
+  }
+  const std::vector<NamedPath> outputs = {{"--trace", a.trace}, {"--plot", a.plot}};
+  refuse_clobbering(outputs, inputs);
+  for (const NamedPath& o : outputs) {
+    const std::filesystem::path path(o.path);
+    const std::string dir = path.parent_path().empty() ? "." : path.parent_path().string();
+    if (p.out.empty() || path.filename().string().rfind("ckpt-", 0) != 0 ||
+        !same_file(dir, p.out)) {
+      continue;
+    }
+    throw usage_error(o.flag + " " + o.path + " is in --out " + p.out +
+                      " under a checkpoint's name, which a save would replace; choose another " +
+                      o.flag);
+  }
+}
+
 int run_train(const TrainArgs& a) {
   require_names(a);
   RunPlan p = a.resume.empty() ? fresh_plan(a) : resume_plan(a);
+  refuse_clobbering(a, p);
   if (a.threads > 0) omp_set_num_threads(a.threads);
   if (a.has("--stop-after") && a.stop_after <= p.start) {
     throw usage_error("--stop-after " + std::to_string(a.stop_after) +

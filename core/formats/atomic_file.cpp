@@ -1,6 +1,7 @@
 #include "core/formats/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,12 @@ namespace fs = std::filesystem;
 std::string atomic_tmp_path(const std::string& path) {
   const fs::path p(path);
   return (p.parent_path() / ("." + p.filename().string() + ".tmp")).string();
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa = {}, sb = {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
 }
 
 std::string describe_write_error(int err) {

@@ -41,6 +41,10 @@ void write_text_file(const std::string& path, const std::string& text);
 // The temporary name AtomicFileWriter uses for `path`: DIR/.NAME.tmp.
 std::string atomic_tmp_path(const std::string& path);
 
+// Whether `a` and `b` name one existing file (the same device and inode, symlinks followed):
+// `x`, `./x`, a hard link and a symlink to it all are `x`.
+bool same_file(const std::string& a, const std::string& b);
+
 // The one-line reason for errno `err`, with the fix for the common ones (disk full, file too
 // large, read-only file system, permission denied).
 std::string describe_write_error(int err);

@@ -106,5 +106,37 @@ TEST_F(HardeningOutputs, SecondRunIntoTheSameOutIsRefused) {
   EXPECT_EQ(files_in(out), std::vector<std::string>{checkpoint_file_name(2)});
 }
 
+// An output that is an input (or the other output) would destroy it: refused before anything is
+// written, however the path is spelled (a symlink, a hard link), and the input is unchanged.
+TEST_F(HardeningOutputs, OutputThatIsAnInputIsRefused) {
+  const std::string text = read_file(text_);
+  expect_user_error(run(4) + " --trace " + text_, 2,
+                    "--trace " + text_ + " is the same file as --data " + text_);
+  const std::string symlink = dir_.file("symlink.txt"), hard = dir_.file("hard.txt");
+  fs::create_symlink(text_, symlink);
+  fs::create_hard_link(text_, hard);
+  expect_user_error(run(4) + " --plot " + symlink, 2, "--plot " + symlink + " is the same file");
+  expect_user_error(run(4) + " --trace " + hard, 2, "--trace " + hard + " is the same file");
+  EXPECT_EQ(read_file(text_), text);
+  const std::string both = dir_.file("both");
+  write_file(both, "");
+  expect_user_error(run(4) + " --trace " + both + " --plot " + both, 2,
+                    "--plot " + both + " is the same file as --trace " + both);
+
+  const std::string trace = dir_.file("t.jsonl"), out = dir_.file("ckpt");
+  ASSERT_EQ(run_reftrain(run(8) + " --stop-after 2 --out " + out + " --trace " + trace).exit_code,
+            0);
+  const std::string lines = read_file(trace);
+  expect_user_error("plot " + trace + " --out " + trace, 2,
+                    "--out " + trace + " is the same file as trace " + trace);
+  EXPECT_EQ(read_file(trace), lines);
+  const std::string ckpt = out + "/" + checkpoint_file_name(2);
+  expect_user_error("train --resume " + out + " --trace " + ckpt, 2,
+                    "--trace " + ckpt + " is the same file as the checkpoint resumed, " + ckpt);
+  expect_user_error("train --resume " + out + " --plot " + out + "/" + checkpoint_file_name(8), 2,
+                    "is in --out " + out + " under a checkpoint's name");
+  EXPECT_NO_THROW(read_checkpoint(ckpt));
+}
+
 }  // namespace
 }  // namespace reftrain::testing
