@@ -449,7 +449,11 @@ void print_sample(Trainer& trainer) {
 // was written to (continued_trace), then says where it resumed.
 std::vector<Json> trace_head(const std::string& path, const Json& run, const RunPlan& p) {
   if (!p.ckpt) return {run};
-  ContinuedTrace old = continued_trace(path, run, p.start);
+  const auto stored = p.ckpt->file.metadata.find("run");
+  const Json ckpt_run = stored == p.ckpt->file.metadata.end()
+                            ? Json()
+                            : Json::parse(stored->second, nullptr, /*allow_exceptions=*/false);
+  ContinuedTrace old = continued_trace(path, run, ckpt_run, p.start);
   if (old.dropped_line > 0) {
     std::printf("trace %s: dropped its incomplete last line %zu (written when the run stopped)\n",
                 path.c_str(), old.dropped_line);

@@ -116,10 +116,12 @@ Trace read_trace(const std::string& path, TornLastLine torn) {
 
 namespace {
 
-// The run line without what may change between a run and its resumption.
-Json comparable_run(Json run) {
+// The run line without what may change between a run and its resumption (and, unless
+// `with_steps`, without train.steps, which a resumed run may extend).
+Json comparable_run(Json run, bool with_steps) {
+  if (!run.is_object()) return run;
   for (const char* key : {"version", "build", "simd"}) run.erase(key);
-  if (run.contains("train") && run["train"].is_object()) run["train"].erase("steps");
+  if (!with_steps && run.contains("train") && run["train"].is_object()) run["train"].erase("steps");
   return run;
 }
 
@@ -128,13 +130,11 @@ long long step_of(const Json& j) {
                                                                 : -1;
 }
 
-}  // namespace
-
-ContinuedTrace continued_trace(const std::string& path, const Json& run, long long step) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return {};
-  const Trace old = read_trace(path, TornLastLine::kDrop);
-  const Json a = comparable_run(old.run), b = comparable_run(run);
+// An input error when `old` is not the trace of the run that wrote the checkpoint (whose run
+// line is `checkpoint_run`) nor this invocation's own (`run`, after it resumed the trace once).
+void check_same_run(const std::string& path, const Trace& old, const Json& run,
+                    const Json& checkpoint_run) {
+  const Json a = comparable_run(old.run, false), b = comparable_run(run, false);
   if (a != b) {
     std::string key = "?";
     for (auto it = b.begin(); it != b.end(); ++it) {
@@ -146,6 +146,30 @@ ContinuedTrace continued_trace(const std::string& path, const Json& run, long lo
     throw input_error("trace " + path + " is the trace of another run (its run line differs in \"" +
                       key + "\"); give the resumed run a new --trace file");
   }
+  // The same configuration but another length is another run too: the schedule differs.
+  const Json mine = comparable_run(old.run, true);
+  if (mine == comparable_run(checkpoint_run, true)) return;
+  const bool resumed = std::any_of(old.other.begin(), old.other.end(),
+                                   [](const Json& j) { return j.at("type") == "resume"; });
+  if (resumed && mine == comparable_run(run, true)) return;
+  const auto steps = [](const Json& j) {
+    const Json none;
+    const Json& train = j.is_object() && j.contains("train") ? j.at("train") : none;
+    return train.is_object() && train.contains("steps") ? train.at("steps").dump() : "?";
+  };
+  throw input_error("trace " + path + " is the trace of another run (a " + steps(old.run) +
+                    "-step run; the checkpoint's is a " + steps(checkpoint_run) +
+                    "-step run); give the resumed run a new --trace file");
+}
+
+}  // namespace
+
+ContinuedTrace continued_trace(const std::string& path, const Json& run, const Json& checkpoint_run,
+                               long long step) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return {};
+  const Trace old = read_trace(path, TornLastLine::kDrop);
+  check_same_run(path, old, run, checkpoint_run);
   if (old.steps.empty() || step_of(old.steps.back()) < step) {
     throw input_error("trace " + path + " ends before step " + std::to_string(step) +
                       ", the checkpoint's; give the resumed run a new --trace file");

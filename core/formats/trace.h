@@ -68,13 +68,15 @@ Trace read_trace(const std::string& path, TornLastLine torn = TornLastLine::kErr
 // of the trace at `path` up to step `step` (the checkpoint's), in the order a run writes them;
 // what came after the checkpoint (steps a killed run took past it, its memory line) is dropped.
 // Empty when `path` does not exist. An input error when the file's run line describes another
-// run (they may differ only in "version", "build", "simd" and train.steps, which a resume may
-// extend) or when the file stops before `step`. A torn last line (a run killed while writing
-// it) is dropped; `dropped_line` says which, 0 when none was.
+// run or when the file stops before `step`. Run lines are compared without "version", "build"
+// and "simd"; the file's must be `checkpoint_run` (the run line stored in the checkpoint), or
+// `run` when the file was already continued by a resumed run (which may extend train.steps). A torn
+// last line (a run killed while writing it) is dropped; `dropped_line` says which, 0 when none was.
 struct ContinuedTrace {
   std::vector<Json> head;
   size_t dropped_line = 0;
 };
-ContinuedTrace continued_trace(const std::string& path, const Json& run, long long step);
+ContinuedTrace continued_trace(const std::string& path, const Json& run, const Json& checkpoint_run,
+                               long long step);
 
 }  // namespace reftrain

@@ -138,5 +138,29 @@ TEST_F(HardeningOutputs, OutputThatIsAnInputIsRefused) {
   EXPECT_NO_THROW(read_checkpoint(ckpt));
 }
 
+// --resume r1 --trace other.jsonl, where other.jsonl is a finished run of the same preset, seed
+// and data but another length (so another schedule): refused, with or without --steps, and
+// the other trace is left as it was. r1's own trace continues, also after --steps extended it.
+TEST_F(HardeningOutputs, TraceOfAnotherRunIsRefusedOnResume) {
+  const std::string r1 = dir_.file("r1"), t1 = dir_.file("t1.jsonl");
+  ASSERT_NO_FATAL_FAILURE(first_four_of_twelve(r1, t1));
+  const std::string other = dir_.file("other.jsonl");
+  ASSERT_EQ(run_reftrain(run(6) + " --trace " + other).exit_code, 0);
+  const std::string before = read_file(other);
+  const std::string why =
+      "trace " + other +
+      " is the trace of another run (a 6-step run; the checkpoint's is a 12-step";
+  expect_user_error("train --resume " + r1 + " --trace " + other, 1, why);
+  expect_user_error("train --resume " + r1 + " --trace " + other + " --steps 6", 1, why);
+  EXPECT_EQ(read_file(other), before);
+
+  CommandResult r =
+      run_reftrain("train --resume " + r1 + " --trace " + t1 + " --steps 16 " + "--stop-after 8");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_reftrain("train --resume " + r1 + " --trace " + t1);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_trace(t1).front()["train"]["steps"], 16);
+}
+
 }  // namespace
 }  // namespace reftrain::testing
