@@ -3,6 +3,11 @@
 // fsynced, then renamed over NAME, and the directory is fsynced so the rename itself is durable.
 // Until the rename, whatever NAME held before stays intact; a kill before it leaves at most the
 // stale .tmp file, which the next write of NAME replaces.
+//
+// Only regular files (and new paths) are written that way. A device or a FIFO (/dev/null,
+// /dev/stdout, a named pipe) is written directly: a rename would replace the node itself. A
+// symlink is followed: its target is written atomically (DIR-OF-TARGET/.TARGET.tmp renamed over
+// TARGET), so the link stays a link; a dangling symlink creates its target.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +17,8 @@ namespace reftrain {
 
 class AtomicFileWriter {
  public:
-  // Creates (truncates) DIR/.NAME.tmp; an input error naming the file and the reason otherwise.
+  // Creates (truncates) DIR/.NAME.tmp (NAME a symlink's target), or opens a device or FIFO for
+  // writing; an input error naming the file and the reason otherwise.
   explicit AtomicFileWriter(const std::string& path);
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
@@ -25,7 +31,7 @@ class AtomicFileWriter {
   // `before_rename` runs between the fsync and the rename (a test hook; may be empty).
   void commit(void (*before_rename)(const std::string& tmp, const std::string& path) = nullptr);
 
-  const std::string& tmp_path() const { return tmp_; }
+  const std::string& tmp_path() const { return tmp_; }  // "" when written through
 
  private:
   [[noreturn]] void fail(const std::string& what, int err);
@@ -37,6 +43,10 @@ class AtomicFileWriter {
 // Writes `text` to `path` through an AtomicFileWriter (an input error naming the file when it
 // cannot): plots, JSON files.
 void write_text_file(const std::string& path, const std::string& text);
+
+// The file an output path leads to: a symlink's target (through chains of links, also when the
+// target does not exist yet: a dangling link names the file to create), else the path itself.
+std::string output_target(const std::string& path);
 
 // The temporary name AtomicFileWriter uses for `path`: DIR/.NAME.tmp.
 std::string atomic_tmp_path(const std::string& path);

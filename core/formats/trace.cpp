@@ -166,8 +166,13 @@ void check_same_run(const std::string& path, const Trace& old, const Json& run,
 
 ContinuedTrace continued_trace(const std::string& path, const Json& run, const Json& checkpoint_run,
                                long long step) {
+  // Nothing to continue in a new file, nor in a device or FIFO (--trace /dev/null).
   std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return {};
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (kind == std::filesystem::file_type::not_found ||
+      kind == std::filesystem::file_type::character || kind == std::filesystem::file_type::fifo) {
+    return {};
+  }
   const Trace old = read_trace(path, TornLastLine::kDrop);
   check_same_run(path, old, run, checkpoint_run);
   if (old.steps.empty() || step_of(old.steps.back()) < step) {

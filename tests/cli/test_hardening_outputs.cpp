@@ -162,5 +162,57 @@ TEST_F(HardeningOutputs, TraceOfAnotherRunIsRefusedOnResume) {
   EXPECT_EQ(read_trace(t1).front()["train"]["steps"], 16);
 }
 
+// A device is written through, never replaced: `plot --out` and a resumed run's `--trace` (both
+// written atomically to a regular file) on /dev/null, and on a FIFO whose reader gets the bytes.
+// As root, a rename over the node would succeed; so the device is a null device made in the
+// test's directory where mknod is allowed, so that a regression cannot replace the machine's
+// /dev/null (elsewhere /dev/null itself, which a non-root rename cannot replace).
+TEST_F(HardeningOutputs, DevicesAndFifosAreWrittenThrough) {
+  const std::string trace = dir_.file("t.jsonl"), out = dir_.file("ckpt");
+  ASSERT_NO_FATAL_FAILURE(first_four_of_twelve(out, trace));
+  const std::string made = dir_.file("null");
+  const bool own = run_command("mknod " + made + " c 1 3").exit_code == 0;
+  const std::string null = own ? made : "/dev/null";
+  const auto is_char_device = [](const std::string& path) {
+    struct stat st = {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode);
+  };
+  CommandResult r = run_reftrain("plot " + trace + " --out " + null);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(is_char_device(null));
+  r = run_reftrain("train --resume " + out + " --trace " + null + " --stop-after 5");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(is_char_device(null));
+  EXPECT_FALSE(fs::exists(fs::path(null).parent_path() / ".null.tmp"));
+
+  const std::string fifo = dir_.file("fifo"), got = dir_.file("got.svg");
+  ASSERT_EQ(run_command("mkfifo " + fifo).exit_code, 0);
+  r = run_command("cat " + fifo + " >" + got + " & " REFTRAIN_BIN " plot " + trace + " --out " +
+                  fifo + "; wait");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_NE(read_file(got).find("<svg"), std::string::npos);
+}
+
+// A symlinked output stays a symlink: its target is written (atomically, next to the target),
+// also when the target does not exist yet.
+TEST_F(HardeningOutputs, SymlinkedOutputWritesItsTarget) {
+  const std::string trace = dir_.file("t.jsonl");
+  ASSERT_EQ(run_reftrain(run(2) + " --trace " + trace).exit_code, 0);
+  fs::create_directories(dir_.file("real"));
+  const std::string target = dir_.file("real/plot.svg"), link = dir_.file("plot.svg");
+  fs::create_symlink("real/plot.svg", link);  // relative: resolved from the link's directory
+  for (const bool exists : {false, true}) {
+    SCOPED_TRACE(exists ? "target exists" : "dangling link");
+    if (exists) write_file(target, "old");
+    const CommandResult r = run_reftrain("plot " + trace + " --out " + link);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_TRUE(fs::is_symlink(link));
+    EXPECT_NE(read_file(target).find("<svg"), std::string::npos);
+    EXPECT_EQ(files_in(dir_.file("real")), std::vector<std::string>{"plot.svg"});
+    fs::remove(target);
+  }
+}
+
 }  // namespace
 }  // namespace reftrain::testing
