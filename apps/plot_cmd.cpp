@@ -26,6 +26,7 @@ int run_plot(const PlotArgs& a) {
   std::vector<NamedPath> inputs;
   for (const std::string& path : a.traces) inputs.push_back({"trace", path});
   refuse_clobbering({{"--out", a.out}}, inputs);
+  check_writable("--out", a.out);
   std::vector<Trace> traces;
   for (const std::string& path : a.traces) traces.push_back(read_trace(path));
   // Legend names: the file names, or the paths where two files share a name.

@@ -514,6 +514,9 @@ int run_train(const TrainArgs& a) {
   require_names(a);
   RunPlan p = a.resume.empty() ? fresh_plan(a) : resume_plan(a);
   refuse_clobbering(a, p);
+  // Before step 1, not after the whole run (--out is checked by prepare_checkpoint_dir).
+  if (!a.trace.empty()) check_writable("--trace", a.trace);
+  if (!a.plot.empty()) check_writable("--plot", a.plot);
   if (a.threads > 0) omp_set_num_threads(a.threads);
   if (a.has("--stop-after") && a.stop_after <= p.start) {
     throw usage_error("--stop-after " + std::to_string(a.stop_after) +

@@ -119,6 +119,25 @@ void AtomicFileWriter::commit(void (*before_rename)(const std::string&, const st
   if (sync_rc != 0) fail("cannot sync the directory of", sync_err);
 }
 
+void check_writable(const std::string& flag, const std::string& path) {
+  const auto refuse = [&](const std::string& why) {
+    return input_error(flag + " " + path + " cannot be written: " + why + "; choose another " +
+                       flag);
+  };
+  struct stat st = {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) throw refuse("it is a directory");
+    if (::access(path.c_str(), W_OK) != 0) throw refuse(describe_write_error(errno));
+    return;
+  }
+  // The writer's own first step: create the temporary file next to the target. O_EXCL leaves
+  // a temporary file that is already there (a stale one, or another writer's) alone.
+  const std::string tmp = atomic_tmp_path(output_target(path));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno != EEXIST) throw refuse(describe_write_error(errno));
+  if (fd >= 0) ::close(fd), ::unlink(tmp.c_str());
+}
+
 void write_text_file(const std::string& path, const std::string& text) {
   AtomicFileWriter out(path);
   out.write(text.data(), text.size());

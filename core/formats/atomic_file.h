@@ -44,6 +44,10 @@ class AtomicFileWriter {
 // cannot): plots, JSON files.
 void write_text_file(const std::string& path, const std::string& text);
 
+// An input error "FLAG PATH cannot be written: why" unless AtomicFileWriter(path) could write
+// there: for runs that write an output at their end, checked before they start.
+void check_writable(const std::string& flag, const std::string& path);
+
 // The file an output path leads to: a symlink's target (through chains of links, also when the
 // target does not exist yet: a dangling link names the file to create), else the path itself.
 std::string output_target(const std::string& path);

@@ -67,11 +67,12 @@ Trace read_trace(const std::string& path, TornLastLine torn = TornLastLine::kErr
 // The head of a resumed run's trace: `run` (its run line), then the step, val and resume lines
 // of the trace at `path` up to step `step` (the checkpoint's), in the order a run writes them;
 // what came after the checkpoint (steps a killed run took past it, its memory line) is dropped.
-// Empty when `path` does not exist or is a device or FIFO. An input error when the file's run line describes another
-// run or when the file stops before `step`. Run lines are compared without "version", "build"
-// and "simd"; the file's must be `checkpoint_run` (the run line stored in the checkpoint), or
-// `run` when the file was already continued by a resumed run (which may extend train.steps). A torn
-// last line (a run killed while writing it) is dropped; `dropped_line` says which, 0 when none was.
+// Empty when `path` does not exist or is a device or FIFO. An input error when the file's run line
+// describes another run or when the file stops before `step`. Run lines are compared without
+// "version", "build" and "simd"; the file's must be `checkpoint_run` (the run line stored in the
+// checkpoint), or `run` when the file was already continued by a resumed run (which may extend
+// train.steps). A torn last line (a run killed while writing it) is dropped; `dropped_line` says
+// which, 0 when none was.
 struct ContinuedTrace {
   std::vector<Json> head;
   size_t dropped_line = 0;

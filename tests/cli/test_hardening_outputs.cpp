@@ -214,5 +214,25 @@ TEST_F(HardeningOutputs, SymlinkedOutputWritesItsTarget) {
   }
 }
 
+// Every output is checked before step 1: a --plot (or --trace) that cannot be written fails at
+// once, in one line, instead of after the whole run. A path below a regular file cannot be
+// created by anyone, root included; a directory cannot be replaced by a file.
+TEST_F(HardeningOutputs, UnwritableOutputsFailBeforeStepOne) {
+  const std::string file = dir_.file("a-file");
+  write_file(file, "x");
+  for (const std::string flag : {"--plot", "--trace"}) {
+    for (const std::string& path : {file + "/x", dir_.file("")}) {
+      SCOPED_TRACE(flag + " " + path);
+      const SplitResult r = run_split(run(20) + " " + flag + " " + path);
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      const std::vector<std::string> lines = non_empty_lines(r.err);
+      ASSERT_EQ(lines.size(), 1u) << r.err;
+      EXPECT_EQ(lines[0].rfind("error: " + flag + " " + path + " cannot be written: ", 0), 0u)
+          << lines[0];
+      EXPECT_EQ(r.out.find("step"), std::string::npos) << r.out;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace reftrain::testing
