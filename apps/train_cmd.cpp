@@ -381,7 +381,9 @@ int stop_on_signal(Trainer& trainer, Saver& saver, const RunPlan& p, int step) {
   const std::string what = std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
                            ": stopped after step " + std::to_string(step) + " of " +
                            std::to_string(p.train.steps);
-  if (!p.out.empty()) {
+  if (!p.out.empty() && step == p.start) {
+    std::printf("%s; no step taken since the start, nothing new to save\n", what.c_str());
+  } else if (!p.out.empty()) {
     const std::string path = saver.due(step, p.stop) ? saver.last() : saver.save(trainer, step);
     std::printf("%s; checkpoint %s; continue with: reftrain train --resume %s\n", what.c_str(),
                 path.c_str(), p.out.c_str());
