@@ -80,8 +80,12 @@ TEST_F(HardeningOutputs, SecondRunIntoTheSameOutIsRefused) {
   Background a(run(100000) + " --out " + out + " --save-every 1", dir_.file("a.out"), err,
                "env REFTRAIN_DEBUG_SAVE_PAUSE=600");
   ASSERT_TRUE(wait_for(
-      [&] { return read_file(err).find("REFTRAIN_DEBUG_SAVE_PAUSE") != std::string::npos; }, 300))
-      << read_file(err);
+      [&] {
+        return read_file(err).find("REFTRAIN_DEBUG_SAVE_PAUSE") != std::string::npos ||
+               !a.running();
+      },
+      300));
+  ASSERT_TRUE(a.running()) << read_file(err);
   const std::string tmp = ".ckpt-00000001.safetensors.tmp";
   ASSERT_EQ(files_in(out), std::vector<std::string>{tmp});
 
@@ -187,8 +191,9 @@ TEST_F(HardeningOutputs, DevicesAndFifosAreWrittenThrough) {
 
   const std::string fifo = dir_.file("fifo"), got = dir_.file("got.svg");
   ASSERT_EQ(run_command("mkfifo " + fifo).exit_code, 0);
-  r = run_command("cat " + fifo + " >" + got + " & " REFTRAIN_BIN " plot " + trace + " --out " +
-                  fifo + "; wait");
+  // The reader gives up after 60 s: a writer that replaced the FIFO never opens it.
+  r = run_command("timeout 60 cat " + fifo + " >" + got + " & " REFTRAIN_BIN " plot " + trace +
+                  " --out " + fifo + "; wait");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::is_fifo(fifo));
   EXPECT_NE(read_file(got).find("<svg"), std::string::npos);

@@ -134,8 +134,12 @@ TEST_F(HardeningSignals, SecondSignalExitsAtOnce) {
   ASSERT_TRUE(wait_steps(trace, 2)) << read_file(err);
   r.send(SIGINT);
   ASSERT_TRUE(wait_for(
-      [&] { return read_file(err).find("REFTRAIN_DEBUG_SAVE_PAUSE") != std::string::npos; }, 300))
-      << read_file(err);
+      [&] {
+        return read_file(err).find("REFTRAIN_DEBUG_SAVE_PAUSE") != std::string::npos ||
+               !r.running();
+      },
+      300));
+  ASSERT_TRUE(r.running()) << "the first SIGINT ended the run: " << read_file(err);
   r.send(SIGINT);
   EXPECT_TRUE(wait_for([&] { return !r.running(); }, 20));
   EXPECT_EQ(r.wait(), 130);
