@@ -1,4 +1,4 @@
-// node tests/webgpu/replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N]
+// node tests/webgpu/replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--align BYTES] [--registry FILE.mjs]
 //
 // Replays a `reftrain golden run` directory from its files alone (config.json, init.safetensors,
 // batches.safetensors) with the WGSL twins on WebGPU: every step's forward, loss, backward and
@@ -7,9 +7,14 @@
 // OUT_DIR/trace.jsonl and OUT_DIR/debug_state.safetensors (step 1) in the golden format, so that
 // `reftrain compare GOLDEN_DIR OUT_DIR` judges the replay. In mixed precision it also checks,
 // after every step, that the mirror is exactly f16(clamp(w, ±65504)) of the new weights, and
-// fails naming the first element that is not. Exit: 0 replayed, 1 failed, 2 bad usage.
+// fails naming the first element that is not. A tensor whose offset the device cannot bind at
+// (WebGPU's default alignment is 256 bytes; lavapipe's 16) is copied to scratch around its
+// dispatch; --align 256 forces that path here. --registry FILE.mjs replaces kernels: its default
+// export maps kernel names to twins as registry.mjs's do (docs/webgpu.md).
+// Exit: 0 replayed, 1 failed, 2 bad usage.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { openDevice } from './gpu.mjs';
 import { makeRegistry } from './registry.mjs';
 import { readSafetensors, writeSafetensors } from './safetensors.mjs';
@@ -21,21 +26,26 @@ import { buildOptimizer } from './replay/optimizer.mjs';
 import { f16Bits, shortest } from './replay/numbers.mjs';
 
 function parseArgs(argv) {
-  const a = { golden: null, out: null, steps: 0 };
+  const a = { golden: null, out: null, steps: 0, align: 0, registry: null };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--out') a.out = argv[++i];
     else if (k === '--steps') a.steps = Number(argv[++i]);
+    else if (k === '--align') a.align = Number(argv[++i]);
+    else if (k === '--registry') a.registry = argv[++i];
     else if (!k.startsWith('--') && !a.golden) a.golden = k;
     else throw new Error(`unknown argument ${k}`);
   }
-  if (!a.golden || !a.out || !(a.steps >= 0)) throw new Error('usage: replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N]');
+  if (!a.golden || !a.out || !(a.steps >= 0)) throw new Error('usage: replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--align BYTES] [--registry FILE.mjs]');
   return a;
 }
 
-// The replay's registry: the fixture twins plus the q/k/v packing of replay.wgsl.
+// The replay's registry: the fixture twins plus the q/k/v packing of replay.wgsl. reduce_norm_sq
+// runs as one workgroup (its grid-stride loop covers the buffer): with several, the order of
+// their atomic adds, hence the last bit of grad_norm and clip, changes from run to run.
 function replayRegistry() {
   const r = makeRegistry();
+  r.reduce_norm_sq = { ...r.reduce_norm_sq, dispatch: () => [1] };
   const each = (p) => [Math.ceil((p.N * p.C) / 256)];
   r.pack_qkv = { file: 'replay.wgsl', entry: 'pack_qkv', dispatch: each };
   r.unpack_qkv = { file: 'replay.wgsl', entry: 'unpack_qkv', dispatch: each };
@@ -134,7 +144,8 @@ async function main() {
   const a = parseArgs(process.argv.slice(2));
   const g = loadGolden(a.golden);
   const { device, description } = await openDevice({ limits: ['minStorageBufferOffsetAlignment'] });
-  const E = new Engine(device, replayRegistry());
+  const own = a.registry ? (await import(pathToFileURL(resolve(a.registry)).href)).default : {};
+  const E = new Engine(device, { ...replayRegistry(), ...own }, a.align);
   device.pushErrorScope('validation');
   const P = buildReplay(E, g);
   if (P.cast.length) device.queue.submit([E.encode(P.cast)]);

@@ -10,10 +10,12 @@ const U = () => GPUBufferUsage;
 export const view = (buffer, offset = 0, size = buffer.size) => ({ buffer, offset, size });
 
 export class Engine {
-  constructor(device, registry) {
+  // `align`: bind sub-ranges only at multiples of this many bytes (default: the device's
+  // minStorageBufferOffsetAlignment; a larger one exercises the staged copies).
+  constructor(device, registry, align = 0) {
     this.device = device;
     this.registry = registry;
-    this.align = device.limits.minStorageBufferOffsetAlignment;
+    this.align = Math.max(align, device.limits.minStorageBufferOffsetAlignment);
     this.modules = new Map();
     this.pipelines = new Map();
     this.uniforms = new Map();
@@ -56,7 +58,7 @@ export class Engine {
   }
 
   pipeline(twin) {
-    const key = `${twin.file}:${twin.entry}`;
+    const key = twin;  // one pipeline per registry entry
     if (!this.pipelines.has(key)) {
       const code = twin.source ?? twinSource(twin);
       if (!this.modules.has(code)) this.modules.set(code, this.device.createShaderModule({ code }));

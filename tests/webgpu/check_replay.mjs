@@ -1,0 +1,109 @@
+// The WebGPU replay test (CTest label `webgpu`): node tests/webgpu/check_replay.mjs REFTRAIN_BIN WORK_DIR
+//  1. for gpt2 (tiny) and llama (llama-tiny) × fp32 and mixed × adamw and adamw8bit:
+//     `reftrain golden run --steps 20`, tests/webgpu/replay.mjs on it (which checks in mixed
+//     precision that the mirror is f16(clamp(w)) after every step), and `reftrain compare` must
+//     exit 0, with a loss drift gate of 1e-5 in fp32 and 1e-4 in mixed (the parity gate is 0.05);
+//  2. one combination again with every sub-range staged through scratch copies (--align 256,
+//     what a device with WebGPU's default offset alignment runs) must give the same files;
+//  3. planted bugs must be caught: attention_backward without the softmax's row term (compare
+//     exits 1 on the step-1 gradients) and adamw_update_f16 writing the mirror before the
+//     update (the replay itself exits 1, naming the mirror element).
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const [reftrain, work] = process.argv.slice(2);
+if (!reftrain || !work) { console.error('usage: check_replay.mjs REFTRAIN_BIN WORK_DIR'); process.exit(2); }
+const failures = [];
+const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
+const run = (cmd, args) => {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.error) throw r.error;
+  return r;
+};
+const replay = (golden, out, extra = []) => run(process.execPath, [join(here, 'replay.mjs'), golden, '--out', out, ...extra]);
+const last = (text, re) => text.split('\n').filter((l) => re.test(l)).pop() ?? '';
+
+function golden(preset, precision, optimizer) {
+  const dir = join(work, `golden-${preset}-${precision}-${optimizer}`);
+  const r = run(reftrain, ['golden', 'run', '--preset', preset, '--precision', precision, '--optimizer', optimizer,
+                           '--steps', '20', '--out', dir]);
+  if (r.status !== 0) throw new Error(`reftrain golden run ${preset} ${precision} ${optimizer}: ${r.stderr}`);
+  return dir;
+}
+
+function checkCombination(preset, precision, optimizer) {
+  const name = `${preset} ${precision} ${optimizer}`;
+  const dir = golden(preset, precision, optimizer);
+  const out = join(work, `replay-${preset}-${precision}-${optimizer}`);
+  const r = replay(dir, out);
+  if (r.status !== 0) return fail(`${name}: replay exit ${r.status}\n${r.stdout}${r.stderr}`);
+  const gate = precision === 'fp32' ? '1e-5' : '1e-4';
+  const cmp = run(reftrain, ['compare', dir, out, '--max-drift', gate, '--quiet']);
+  const ms = (/([\d.]+) ms\/step/.exec(r.stdout) ?? [])[1];
+  console.log(`${name}: ${ms} ms/step; compare exit ${cmp.status}: ` +
+              `${last(cmp.stdout, /max drift/)}; ${last(cmp.stdout, /tensors within/)}`);
+  if (cmp.status !== 0) fail(`${name}: compare exit ${cmp.status} (drift gate ${gate})\n${cmp.stdout}${cmp.stderr}`);
+}
+
+function checkStaged() {
+  const dir = join(work, 'golden-llama-tiny-mixed-adamw8bit');
+  const [a, b] = [join(work, 'replay-llama-tiny-mixed-adamw8bit'), join(work, 'staged')];
+  const r = replay(dir, b, ['--align', '256']);
+  if (r.status !== 0) return fail(`staged copies: replay exit ${r.status}\n${r.stderr}`);
+  for (const f of ['trace.jsonl', 'debug_state.safetensors']) {
+    const same = readFileSync(join(a, f)).equals(readFileSync(join(b, f)));
+    console.log(`staged copies (--align 256): ${f} ${same ? 'identical' : 'DIFFERS'}`);
+    if (!same) fail(`staged copies: ${f} differs from the sub-range bindings' replay`);
+  }
+}
+
+// A registry module replacing one kernel with a text substitution of its twin's source.
+function plant(file, kernel, kernelFile, edits) {
+  const path = join(work, file);
+  writeFileSync(path, `import { readFileSync } from 'node:fs';
+import { makeRegistry } from ${JSON.stringify(join(here, 'registry.mjs'))};
+let source = readFileSync(${JSON.stringify(join(here, 'kernels', kernelFile))}, 'utf8');
+for (const [from, to] of ${JSON.stringify(edits)}) {
+  if (!source.includes(from)) throw new Error('planted bug: no ' + from);
+  source = source.replace(from, to);
+}
+export default { ${kernel}: { ...makeRegistry().${kernel}, file: undefined, source } };
+`);
+  return path;
+}
+
+function checkPlanted() {
+  const attn = plant('planted_attention.mjs', 'attention_backward', 'attention.wgsl',
+                     [['(dp_of(x, s, u) - dot_s)', 'dp_of(x, s, u)']]);
+  const dir = join(work, 'golden-tiny-fp32-adamw');
+  const out = join(work, 'planted-attention');
+  const r = replay(dir, out, ['--registry', attn, '--steps', '2']);
+  const cmp = run(reftrain, ['compare', dir, out, '--steps', '2', '--quiet']);
+  console.log(`planted attention_backward without the row term: replay exit ${r.status}, compare exit ${cmp.status} (1 expected)`);
+  if (r.status !== 0 || cmp.status !== 1) fail(`planted attention bug: replay ${r.status}, compare ${cmp.status}\n${cmp.stdout}`);
+
+  const mirror = plant('planted_mirror.mjs', 'adamw_update_f16', 'optimizer.wgsl', [
+    ['  let s = adamw_element(w_mp[i],', '  dst_w16[i] = f16(clamp(w_mp[i], -65504.0, 65504.0));\n  let s = adamw_element(w_mp[i],'],
+    ['  dst_w16[i] = f16(clamp(s.w, -65504.0, 65504.0));', '']]);
+  const m = replay(join(work, 'golden-tiny-mixed-adamw'), join(work, 'planted-mirror'), ['--registry', mirror, '--steps', '2']);
+  const said = last(m.stderr, /mirror element/);
+  console.log(`planted stale mirror: replay exit ${m.status} (1 expected): ${said.slice(0, 120)}`);
+  if (m.status !== 1 || !said) fail(`planted stale mirror: replay exit ${m.status}\n${m.stderr}`);
+}
+
+rmSync(work, { recursive: true, force: true });
+mkdirSync(work, { recursive: true });
+const start = Date.now();
+for (const preset of ['tiny', 'llama-tiny']) {
+  for (const precision of ['fp32', 'mixed']) {
+    for (const optimizer of ['adamw', 'adamw8bit']) checkCombination(preset, precision, optimizer);
+  }
+}
+checkStaged();
+checkPlanted();
+console.log(`${((Date.now() - start) / 1000).toFixed(1)} s; ` +
+            (failures.length ? `${failures.length} failure(s)` : 'webgpu replay: all checks passed'));
+process.exit(failures.length ? 1 : 0);
