@@ -170,8 +170,9 @@ async function main() {
   }
   const ms = (performance.now() - start) / Math.max(1, steps);
   writeFileSync(join(a.out, 'trace.jsonl'), `${lines.join('\n')}\n`);
+  const calls = [...P.model.forward, ...P.model.backward, ...P.opt.ops].filter((o) => o.op === 'dispatch').length;
   console.log(`replayed ${steps} steps of ${a.golden} (${m.arch}, ${t.precision}, ${g.config.optimizer.name}) on ${description}: ` +
-              `${ms.toFixed(1)} ms/step -> ${a.out}`);
+              `${calls} dispatches, ${ms.toFixed(1)} ms/step -> ${a.out}`);
 }
 
 main().catch((e) => {
