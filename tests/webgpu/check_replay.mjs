@@ -7,7 +7,11 @@
 //     what a device with WebGPU's default offset alignment runs) must give the same files;
 //  3. planted bugs must be caught: attention_backward without the softmax's row term (compare
 //     exits 1 on the step-1 gradients) and adamw_update_f16 writing the mirror before the
-//     update (the replay itself exits 1, naming the mirror element).
+//     update (the replay itself exits 1, naming the mirror element);
+//  4. bisection: the step-1 kernel-call dump (--dump-step 1) of a replay with a planted bug,
+//     compared with the clean replay's, must name exactly the bugged call as the first
+//     divergence — a forward bug (layernorm_forward with eps 1e-6) and a backward one (the
+//     attention_backward above), for gpt2 and llama.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -94,6 +98,37 @@ function checkPlanted() {
   if (m.status !== 1 || !said) fail(`planted stale mirror: replay exit ${m.status}\n${m.stderr}`);
 }
 
+// The call that `reftrain compare` of the two dumps names first, and the one it must name: the
+// first call of the planted kernel.
+function bisect(goldenDir, clean, registry, kernel, what) {
+  const out = join(work, `bisect-${what}`);
+  const r = replay(goldenDir, out, ['--registry', registry, '--steps', '1', '--dump-step', '1']);
+  if (r.status !== 0) return fail(`bisect ${what}: replay exit ${r.status}\n${r.stderr}`);
+  const [a, b] = [join(clean, 'step-1.safetensors'), join(out, 'step-1.safetensors')];
+  const cmp = run(reftrain, ['compare', a, b, '--json']);
+  const j = JSON.parse(cmp.stdout || '{}');
+  const named = (j.first_fail ?? '').split('.').slice(0, -1).join('.');
+  const head = readFileSync(a).subarray(8, 8 + Number(readFileSync(a).readBigUInt64LE(0))).toString();
+  const calls = JSON.parse(JSON.parse(head).__metadata__.calls);
+  const want = calls.find((c) => c.endsWith(`.${kernel}`));
+  console.log(`bisect ${what}: compare exit ${cmp.status}, first divergence ${j.first_fail} (want call ${want})`);
+  if (cmp.status !== 1 || named !== want) fail(`bisect ${what}: named ${j.first_fail}, want an output of ${want}`);
+}
+
+function checkBisection() {
+  const eps = plant('planted_layernorm.mjs', 'layernorm_forward', 'norm.wgsl', [['const EPS: f32 = 1e-5;', 'const EPS: f32 = 1e-6;']]);
+  const rms = plant('planted_rmsnorm.mjs', 'rmsnorm_forward', 'norm.wgsl', [['const EPS: f32 = 1e-5;', 'const EPS: f32 = 1e-6;']]);
+  const attn = join(work, 'planted_attention.mjs');
+  for (const [preset, norm, bug] of [['tiny', 'layernorm_forward', eps], ['llama-tiny', 'rmsnorm_forward', rms]]) {
+    const dir = join(work, `golden-${preset}-fp32-adamw`);
+    const clean = join(work, `bisect-${preset}-clean`);
+    const r = replay(dir, clean, ['--steps', '1', '--dump-step', '1']);
+    if (r.status !== 0) { fail(`bisect ${preset}: clean replay exit ${r.status}\n${r.stderr}`); continue; }
+    bisect(dir, clean, bug, norm, `${preset}-${norm}-eps`);
+    bisect(dir, clean, attn, 'attention_backward', `${preset}-attention_backward-row-term`);
+  }
+}
+
 rmSync(work, { recursive: true, force: true });
 mkdirSync(work, { recursive: true });
 const start = Date.now();
@@ -104,6 +139,7 @@ for (const preset of ['tiny', 'llama-tiny']) {
 }
 checkStaged();
 checkPlanted();
+checkBisection();
 console.log(`${((Date.now() - start) / 1000).toFixed(1)} s; ` +
             (failures.length ? `${failures.length} failure(s)` : 'webgpu replay: all checks passed'));
 process.exit(failures.length ? 1 : 0);

@@ -1,4 +1,5 @@
-// node tests/webgpu/replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--align BYTES] [--registry FILE.mjs]
+// node tests/webgpu/replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES]
+//                              [--registry FILE.mjs]
 //
 // Replays a `reftrain golden run` directory from its files alone (config.json, init.safetensors,
 // batches.safetensors) with the WGSL twins on WebGPU: every step's forward, loss, backward and
@@ -10,7 +11,9 @@
 // fails naming the first element that is not. A tensor whose offset the device cannot bind at
 // (WebGPU's default alignment is 256 bytes; lavapipe's 16) is copied to scratch around its
 // dispatch; --align 256 forces that path here. --registry FILE.mjs replaces kernels: its default
-// export maps kernel names to twins as registry.mjs's do (docs/webgpu.md).
+// export maps kernel names to twins as registry.mjs's do (docs/webgpu.md). --dump-step K writes
+// OUT_DIR/step-K.safetensors, every kernel call of step K with its inputs and outputs
+// (replay/dump.mjs): `reftrain compare` of two such dumps names the first call that diverged.
 // Exit: 0 replayed, 1 failed, 2 bad usage.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -23,20 +26,22 @@ import { makeContext } from './replay/model.mjs';
 import { buildGpt2 } from './replay/gpt2.mjs';
 import { buildLlama } from './replay/llama.mjs';
 import { buildOptimizer } from './replay/optimizer.mjs';
+import { instrument } from './replay/dump.mjs';
 import { f16Bits, shortest } from './replay/numbers.mjs';
 
 function parseArgs(argv) {
-  const a = { golden: null, out: null, steps: 0, align: 0, registry: null };
+  const a = { golden: null, out: null, steps: 0, align: 0, registry: null, dumpStep: 0 };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
     if (k === '--out') a.out = argv[++i];
     else if (k === '--steps') a.steps = Number(argv[++i]);
     else if (k === '--align') a.align = Number(argv[++i]);
     else if (k === '--registry') a.registry = argv[++i];
+    else if (k === '--dump-step') a.dumpStep = Number(argv[++i]);
     else if (!k.startsWith('--') && !a.golden) a.golden = k;
     else throw new Error(`unknown argument ${k}`);
   }
-  if (!a.golden || !a.out || !(a.steps >= 0)) throw new Error('usage: replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--align BYTES] [--registry FILE.mjs]');
+  if (!a.golden || !a.out || !(a.steps >= 0)) throw new Error('usage: replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES] [--registry FILE.mjs]');
   return a;
 }
 
@@ -105,7 +110,7 @@ function checkMirror(w, w16, step) {
 
 // One step: upload the batch, run forward → backward → optimizer, read back what the trace
 // (and at step 1 the debug state, in mixed precision the mirror check) needs.
-async function runStep(E, P, g, k) {
+async function runStep(E, P, g, k, a) {
   const { R, model, opt, bufs, total } = P;
   const q = E.device.queue;
   q.writeBuffer(R.tokens.buffer, 0, g.inputs.data, k * R.N, R.N);
@@ -116,7 +121,13 @@ async function runStep(E, P, g, k) {
   const grads = k === 0 ? [E.readback(view(bufs.g, 0, total * 4))] : [];
   const losses = E.readback(model.S.losses), stats = E.readback(opt.stats);
   const mirror = P.mixed ? [E.readback(view(bufs.w, 0, total * 4)), E.readback(view(bufs.w16, 0, Math.ceil(total / 2) * 4))] : [];
-  E.device.queue.submit([E.encode([...model.forward, logits, ...model.backward, ...grads, ...opt.ops, losses, stats, ...mirror])]);
+  const ops = [...model.forward, logits, ...model.backward, ...grads, ...opt.ops, losses, stats, ...mirror];
+  const dump = k + 1 === a.dumpStep ? instrument(E, ops, k + 1) : null;
+  E.device.queue.submit([E.encode(dump ? dump.ops : ops)]);
+  if (dump) {
+    const { tensors, metadata } = await dump.finish();
+    writeSafetensors(join(a.out, `step-${k + 1}.safetensors`), tensors, metadata);
+  }
   const lossRows = f32s(await E.read(losses));
   let sum = 0;
   for (let i = 0; i < R.N; i++) sum += lossRows[i];
@@ -160,7 +171,7 @@ async function main() {
   const start = performance.now();
   for (let k = 0; k < steps; k++) {
     device.pushErrorScope('validation');
-    const r = await runStep(E, P, g, k);
+    const r = await runStep(E, P, g, k, a);
     const e = await device.popErrorScope();
     if (e) throw new Error(`step ${k + 1}: ${e.message}`);
     if (k === 0) writeSafetensors(join(a.out, 'debug_state.safetensors'), debugState(g, P.R, r),

@@ -42,18 +42,18 @@ export class Engine {
     if (!this.uniforms.has(key)) {
       const b = this.device.createBuffer({ size: 16, usage: U().UNIFORM | U().COPY_DST });
       this.device.queue.writeBuffer(b, 0, type === 'f32' ? new Float32Array([value]) : new Uint32Array([value]));
-      this.uniforms.set(key, view(b, 0, 4));
+      this.uniforms.set(key, { ...view(b, 0, 4), uniform: true });
     }
     return this.uniforms.get(key);
   }
 
   vec4() {
-    return view(this.device.createBuffer({ size: 16, usage: U().UNIFORM | U().COPY_DST }), 0, 16);
+    return { ...view(this.device.createBuffer({ size: 16, usage: U().UNIFORM | U().COPY_DST }), 0, 16), uniform: true };
   }
 
   // A read-only view of `bytes` zero bytes (the bias of a bias-free matmul), shared.
   zeroView(bytes) {
-    if (!this.zeros.has(bytes)) this.zeros.set(bytes, view(this.storage(bytes), 0, bytes));
+    if (!this.zeros.has(bytes)) this.zeros.set(bytes, { ...view(this.storage(bytes), 0, bytes), scratch: true });
     return this.zeros.get(bytes);
   }
 
@@ -87,7 +87,7 @@ export class Engine {
     const stages = entries.map((e) => e.resource.stage).filter(Boolean);
     for (const e of entries) delete e.resource.stage;
     const group = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
-    return { op: 'dispatch', name, tag, pipeline, group, groups: twin.dispatch(params), stages };
+    return { op: 'dispatch', name, tag, bindings, pipeline, group, groups: twin.dispatch(params), stages };
   }
 
   clear(v) {

@@ -24,7 +24,7 @@ export function makeContext(E, config, layout, bufs) {
     f: (v) => E.scalar('f32', v),
     // A writable place for a bias gradient no tensor receives (bias-free matmuls).
     sink: (O) => {
-      if (!sinks.has(O)) sinks.set(O, view(E.storage(O * 4), 0, O * 4));
+      if (!sinks.has(O)) sinks.set(O, { ...view(E.storage(O * 4), 0, O * 4), scratch: true });
       return sinks.get(O);
     },
   };
