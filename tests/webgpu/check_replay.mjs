@@ -8,10 +8,11 @@
 //  3. planted bugs must be caught: attention_backward without the softmax's row term (compare
 //     exits 1 on the step-1 gradients) and adamw_update_f16 writing the mirror before the
 //     update (the replay itself exits 1, naming the mirror element);
-//  4. bisection: the step-1 kernel-call dump (--dump-step 1) of a replay with a planted bug,
-//     compared with the clean replay's, must name exactly the bugged call as the first
-//     divergence — a forward bug (layernorm_forward with eps 1e-6) and a backward one (the
-//     attention_backward above), for gpt2 and llama.
+//  4. call dumps: every combination's step-1 kernel-call dump (--dump-step 1) matches
+//     reftrain's (`golden run --dump-step 1`) call by call; and bisection: the dump of a replay
+//     with a planted bug, compared with reftrain's and with a clean replay's, must name exactly
+//     the bugged call as the first divergence — a forward bug (layernorm_forward / rmsnorm_forward
+//     with eps 1e-6) and a backward one (the attention_backward above), for gpt2 and llama.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -33,7 +34,7 @@ const last = (text, re) => text.split('\n').filter((l) => re.test(l)).pop() ?? '
 function golden(preset, precision, optimizer) {
   const dir = join(work, `golden-${preset}-${precision}-${optimizer}`);
   const r = run(reftrain, ['golden', 'run', '--preset', preset, '--precision', precision, '--optimizer', optimizer,
-                           '--steps', '20', '--out', dir]);
+                           '--steps', '20', '--dump-step', '1', '--out', dir]);
   if (r.status !== 0) throw new Error(`reftrain golden run ${preset} ${precision} ${optimizer}: ${r.stderr}`);
   return dir;
 }
@@ -50,6 +51,14 @@ function checkCombination(preset, precision, optimizer) {
   console.log(`${name}: ${ms} ms/step; compare exit ${cmp.status}: ` +
               `${last(cmp.stdout, /max drift/)}; ${last(cmp.stdout, /tensors within/)}`);
   if (cmp.status !== 0) fail(`${name}: compare exit ${cmp.status} (drift gate ${gate})\n${cmp.stdout}${cmp.stderr}`);
+  // Step 1's kernel calls, one by one, against reftrain's: the replay's dump holds everything
+  // the golden one does (and the probabilities `att`, which the fused CPU attention keeps not).
+  const dump = join(work, `dump-${preset}-${precision}-${optimizer}`);
+  const d = replay(dir, dump, ['--steps', '1', '--dump-step', '1']);
+  const dc = run(reftrain, ['compare', join(dump, 'step-1.safetensors'), join(dir, 'step-1.safetensors'), '--subset', '--quiet']);
+  console.log(`${name}: step-1 call dump against reftrain's: replay exit ${d.status}, compare exit ${dc.status}: ` +
+              `${last(dc.stdout, /tensors within/)}`);
+  if (d.status !== 0 || dc.status !== 0) fail(`${name}: call dump differs from reftrain's\n${dc.stdout}${d.stderr}`);
 }
 
 function checkStaged() {
@@ -99,13 +108,14 @@ function checkPlanted() {
 }
 
 // The call that `reftrain compare` of the two dumps names first, and the one it must name: the
-// first call of the planted kernel.
-function bisect(goldenDir, clean, registry, kernel, what) {
+// first call of the planted kernel. `reference` is reftrain's dump or a clean replay's.
+function bisect(goldenDir, reference, registry, kernel, what) {
   const out = join(work, `bisect-${what}`);
   const r = replay(goldenDir, out, ['--registry', registry, '--steps', '1', '--dump-step', '1']);
   if (r.status !== 0) return fail(`bisect ${what}: replay exit ${r.status}\n${r.stderr}`);
-  const [a, b] = [join(clean, 'step-1.safetensors'), join(out, 'step-1.safetensors')];
-  const cmp = run(reftrain, ['compare', a, b, '--json']);
+  const a = join(reference, 'step-1.safetensors'), b = join(out, 'step-1.safetensors');
+  // reftrain's dump lacks the fused attention's `att`: compare the suspect's subset it has.
+  const cmp = run(reftrain, reference === goldenDir ? ['compare', b, a, '--subset', '--json'] : ['compare', a, b, '--json']);
   const j = JSON.parse(cmp.stdout || '{}');
   const named = (j.first_fail ?? '').split('.').slice(0, -1).join('.');
   const head = readFileSync(a).subarray(8, 8 + Number(readFileSync(a).readBigUInt64LE(0))).toString();
@@ -125,7 +135,9 @@ function checkBisection() {
     const r = replay(dir, clean, ['--steps', '1', '--dump-step', '1']);
     if (r.status !== 0) { fail(`bisect ${preset}: clean replay exit ${r.status}\n${r.stderr}`); continue; }
     bisect(dir, clean, bug, norm, `${preset}-${norm}-eps`);
+    bisect(dir, dir, bug, norm, `${preset}-${norm}-eps-vs-reftrain`);
     bisect(dir, clean, attn, 'attention_backward', `${preset}-attention_backward-row-term`);
+    bisect(dir, dir, attn, 'attention_backward', `${preset}-attention_backward-row-term-vs-reftrain`);
   }
 }
 
