@@ -65,6 +65,7 @@ class KernelDump {
     std::snprintf(index, sizeof index, "%04zu", calls_.size());
     calls_.push_back(std::string(index) + "." + layer + "." + kernel);
     pending_.emplace_back(args);
+    outputs_.emplace_back();
     for (const Arg& a : args) {
       if (a.role != Role::kOut) record(calls_.back(), a, a.role == Role::kInOut ? "_in" : "");
     }
@@ -80,11 +81,13 @@ class KernelDump {
   // Ends call `call`: records its outputs and the after-values of its in-out bindings.
   void end(size_t call) {
     for (const Arg& a : pending_[call]) {
-      if (a.role != Role::kIn) record(calls_[call], a, "");
+      if (a.role != Role::kIn) record(calls_[call], a, ""), outputs_[call].push_back(a.name);
     }
   }
 
   const std::vector<std::string>& calls() const { return calls_; }
+  // The bindings call i wrote (its outputs, in-out ones included).
+  const std::vector<std::string>& outputs(size_t i) const { return outputs_[i]; }
   const std::vector<Tensor>& tensors() const { return tensors_; }
 
  private:
@@ -96,6 +99,7 @@ class KernelDump {
 
   std::vector<std::string> calls_;
   std::vector<std::vector<Arg>> pending_;
+  std::vector<std::vector<std::string>> outputs_;
   std::vector<Tensor> tensors_;
 };
 

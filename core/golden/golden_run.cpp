@@ -199,6 +199,9 @@ void write_dump(const KernelDump& d, int step, const std::string& path) {
   f.metadata["format"] = "reftrain-kernel-dump";
   f.metadata["step"] = std::to_string(step);
   f.metadata["calls"] = json_text(Json(d.calls()));
+  Json outputs = Json::object();
+  for (size_t i = 0; i < d.calls().size(); ++i) outputs[d.calls()[i]] = d.outputs(i);
+  f.metadata["outputs"] = json_text(outputs);
   f.metadata["tolerances"] = json_text(tolerances);
   write_safetensors(path, f);
 }

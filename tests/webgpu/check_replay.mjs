@@ -9,9 +9,9 @@
 //     exits 1 on the step-1 gradients) and adamw_update_f16 writing the mirror before the
 //     update (the replay itself exits 1, naming the mirror element);
 //  4. call dumps: every combination's step-1 kernel-call dump (--dump-step 1) matches
-//     reftrain's (`golden run --dump-step 1`) call by call; and bisection: the dump of a replay
-//     with a planted bug, compared with reftrain's and with a clean replay's, must name exactly
-//     the bugged call as the first divergence — a forward bug (layernorm_forward / rmsnorm_forward
+//     reftrain's (`golden run --dump-step 1`) call by call; and bisection: `reftrain compare
+//     --first-divergence` of reftrain's dump (and of a clean replay's) with the dump of a replay
+//     with a planted bug must name exactly the bugged call, its inputs within tolerance — a forward bug (layernorm_forward / rmsnorm_forward
 //     with eps 1e-6) and a backward one (the attention_backward above), for gpt2 and llama.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -107,22 +107,21 @@ function checkPlanted() {
   if (m.status !== 1 || !said) fail(`planted stale mirror: replay exit ${m.status}\n${m.stderr}`);
 }
 
-// The call that `reftrain compare` of the two dumps names first, and the one it must name: the
-// first call of the planted kernel. `reference` is reftrain's dump or a clean replay's.
+// `reftrain compare --first-divergence` of a reference dump (reftrain's, or a clean replay's)
+// and the dump of a replay with a planted bug must name the first call of the planted kernel,
+// with its inputs within tolerance.
 function bisect(goldenDir, reference, registry, kernel, what) {
   const out = join(work, `bisect-${what}`);
   const r = replay(goldenDir, out, ['--registry', registry, '--steps', '1', '--dump-step', '1']);
   if (r.status !== 0) return fail(`bisect ${what}: replay exit ${r.status}\n${r.stderr}`);
-  const a = join(reference, 'step-1.safetensors'), b = join(out, 'step-1.safetensors');
-  // reftrain's dump lacks the fused attention's `att`: compare the suspect's subset it has.
-  const cmp = run(reftrain, reference === goldenDir ? ['compare', b, a, '--subset', '--json'] : ['compare', a, b, '--json']);
+  const a = join(reference, 'step-1.safetensors');
+  const cmp = run(reftrain, ['compare', '--first-divergence', a, join(out, 'step-1.safetensors'), '--json']);
   const j = JSON.parse(cmp.stdout || '{}');
-  const named = (j.first_fail ?? '').split('.').slice(0, -1).join('.');
   const head = readFileSync(a).subarray(8, 8 + Number(readFileSync(a).readBigUInt64LE(0))).toString();
-  const calls = JSON.parse(JSON.parse(head).__metadata__.calls);
-  const want = calls.find((c) => c.endsWith(`.${kernel}`));
-  console.log(`bisect ${what}: compare exit ${cmp.status}, first divergence ${j.first_fail} (want call ${want})`);
-  if (cmp.status !== 1 || named !== want) fail(`bisect ${what}: named ${j.first_fail}, want an output of ${want}`);
+  const want = JSON.parse(JSON.parse(head).__metadata__.calls).find((c) => c.endsWith(`.${kernel}`));
+  console.log(`bisect ${what}: compare --first-divergence exit ${cmp.status}: call ${j.call}, inputs within ` +
+              `${j.inputs_within} (want ${want})`);
+  if (cmp.status !== 1 || j.call !== want || j.inputs_within !== true) fail(`bisect ${what}: ${cmp.stdout}${cmp.stderr}`);
 }
 
 function checkBisection() {

@@ -40,7 +40,7 @@ function tolerance(dtype) {
 
 // {ops, finish(read) -> {tensors, metadata}}: `ops` with the read-backs interleaved.
 export function instrument(E, ops, step) {
-  const out = [], reads = [], calls = [];
+  const out = [], reads = [], calls = [], outputs = {};
   for (const o of ops) {
     if (o.op !== 'dispatch') { out.push(o); continue; }
     if (!sig[o.name]) throw new Error(`dump: no signature for ${o.name}`);
@@ -57,9 +57,10 @@ export function instrument(E, ops, step) {
         reads.push({ name: `${call}.${binding}${suffix}`, dtype, r });
       };
       if (role !== 'o') add(before, role === 'io' ? '_in' : '');
-      if (role !== 'i') add(after, '');
+      if (role !== 'i') add(after, ''), (outputs[call] ??= []).push(binding);
     });
     calls.push(call);
+    outputs[call] ??= [];
     out.push(...before, o, ...after);
   }
   const finish = async () => {
@@ -72,6 +73,7 @@ export function instrument(E, ops, step) {
       if (dtype !== 'I32') tolerances[name] = tolerance(dtype);
     }
     return { tensors, metadata: { format: 'reftrain-kernel-dump', step: String(step), calls: JSON.stringify(calls),
+                                  outputs: JSON.stringify(outputs),
                                   tolerances: JSON.stringify(tolerances), producer: 'tests/webgpu/replay.mjs' } };
   };
   return { ops: out, finish };
