@@ -3,6 +3,7 @@
 // *.safetensors present in both). Exit 0 when everything is within tolerance, 1 when not, 2
 // when an input cannot be read or the two do not match up (missing, truncated, other shapes or
 // names). Definitions: core/golden/compare.h and docs/golden-format.md.
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -11,13 +12,14 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/commands.h"
-#include "core/golden/compare.h"
 #include "core/base/error.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
+#include "core/golden/compare.h"
 
 namespace reftrain {
 
@@ -30,7 +32,7 @@ struct CompareArgs {
   Tolerance tol;
   double max_drift = 0.05;
   long long steps = 0;
-  bool subset = false, json = false, quiet = false;
+  bool subset = false, json = false, quiet = false, first_divergence = false;
   bool tol_given = false;  // any of --rtol --atol --max-nmse --max-ulp
 };
 
@@ -250,13 +252,90 @@ Outcome compare_dirs(const std::string& da, const std::string& db, const Compare
   return o;
 }
 
+// A kernel-call dump's metadata entry `key` as JSON (docs/golden-format.md).
+Json dump_meta(const SafetensorsFile& f, const char* key) {
+  const auto it = f.metadata.find(key);
+  const Json j = it == f.metadata.end() ? Json() : Json::parse(it->second, nullptr, false);
+  if (j.is_discarded() || j.is_null()) {
+    throw input_error(f.path + ": no kernel-call dump (metadata \"" + key + "\" missing or bad)");
+  }
+  return j;
+}
+
+// The one step-K.safetensors two directories both hold, or the files themselves.
+std::pair<std::string, std::string> dump_files(const std::string& pa, const std::string& pb) {
+  if (kind_of(pa) != Kind::kDir) return {pa, pb};
+  std::vector<std::string> both;
+  const std::set<std::string> in_b = comparable_files(pb);
+  for (const std::string& n : comparable_files(pa)) {
+    if (n.rfind("step-", 0) == 0 && in_b.count(n)) both.push_back(n);
+  }
+  if (both.size() != 1) {
+    throw input_error(pa + " and " + pb + " hold " + std::to_string(both.size()) +
+                      " kernel-call dumps (step-K.safetensors) in common, not 1");
+  }
+  return {(fs::path(pa) / both[0]).string(), (fs::path(pb) / both[0]).string()};
+}
+
+// --first-divergence: the first call, in A's order, with an output past tolerance, and its
+// table (inputs, then outputs). Tensors only one dump holds are skipped: reftrain's has no
+// `att` where the fused attention ran.
+Outcome first_divergence(const std::string& pa, const std::string& pb, const CompareArgs& a) {
+  const SafetensorsFile ref = read_safetensors(pa), got = read_safetensors(pb);
+  const Json calls = dump_meta(ref, "calls"), outputs = dump_meta(ref, "outputs");
+  Outcome o;
+  o.json = {{"kind", "first_divergence"}, {"a", pa}, {"b", pb}, {"call", Json()}};
+  for (const Json& c : calls) {
+    const std::string call = c.get<std::string>(), prefix = call + ".";
+    const Json& written = outputs.contains(call) ? outputs.at(call) : Json::array();
+    std::vector<TensorDiff> ins, outs;
+    for (auto it = ref.tensors.lower_bound(prefix);
+         it != ref.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+      if (!got.tensors.count(it->first)) continue;
+      const std::string binding = it->first.substr(prefix.size());
+      const TensorDiff d = compare_tensor(it->first, it->second, got.tensors.at(it->first),
+                                          tolerance_for(it->first, ref, a));
+      const bool out = std::find(written.begin(), written.end(), Json(binding)) != written.end();
+      (out ? outs : ins).push_back(d);
+    }
+    const auto failed = [](const std::vector<TensorDiff>& v) {
+      return std::any_of(v.begin(), v.end(), [](const TensorDiff& d) { return !d.pass; });
+    };
+    if (!failed(outs)) continue;
+    o.pass = false;
+    o.json["call"] = call;
+    o.json["pass"] = false;
+    o.json["inputs_within"] = !failed(ins);
+    char head[256];
+    std::snprintf(head, sizeof head, "       %-44s %-4s %-14s %9s %9s %9s %8s %7s\n", "tensor",
+                  "type", "shape", "max_abs", "max_rel", "nmse", "ulp", "used");
+    o.text = "A " + pa + "\nB " + pb + "\nfirst divergence: call " + call + "\n" + head;
+    for (const TensorDiff& d : ins) o.text += "  in   " + tensor_row(d);
+    for (const TensorDiff& d : outs) o.text += "  out  " + tensor_row(d);
+    o.text += failed(ins) ? "its inputs are past tolerance too: the divergence is before this "
+                            "step (compare an earlier step's dump)\n"
+                          : "its inputs are within tolerance: the kernel of this call diverged\n";
+    return o;
+  }
+  o.json["pass"] = true;
+  o.text = "A " + pa + "\nB " + pb + "\nno call diverged: " + std::to_string(calls.size()) +
+           " calls within tolerance\n";
+  return o;
+}
+
 int run_compare(const CompareArgs& a) {
   try {
     const bool dirs = kind_of(a.a) == Kind::kDir || kind_of(a.b) == Kind::kDir;
     if (dirs && (kind_of(a.a) != Kind::kDir || kind_of(a.b) != Kind::kDir)) {
       throw input_error("compare a directory with a directory, a file with a file");
     }
-    const Outcome o = dirs ? compare_dirs(a.a, a.b, a) : compare_files(a.a, a.b, a);
+    Outcome o;
+    if (a.first_divergence) {
+      const auto [fa, fb] = dump_files(a.a, a.b);
+      o = first_divergence(fa, fb, a);
+    } else {
+      o = dirs ? compare_dirs(a.a, a.b, a) : compare_files(a.a, a.b, a);
+    }
     std::fputs(a.json ? (json_text(o.json, 1) + "\n").c_str() : o.text.c_str(), stdout);
     return o.pass ? 0 : 1;
   } catch (const UserError& e) {
@@ -288,6 +367,9 @@ CommandRunner add_compare_command(CLI::App& app) {
   app.add_option("--steps", a->steps, "traces: compare only steps 1..N (default: all of A's)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--subset", a->subset, "tensors: B may hold only some of A's tensors");
+  app.add_flag("--first-divergence", a->first_divergence,
+               "kernel-call dumps (step-K.safetensors, or two directories holding one): the "
+               "first call whose outputs are past tolerance, with its inputs and outputs");
   app.add_flag("--json", a->json, "print the report as JSON");
   app.add_flag("--quiet", a->quiet, "print the summary lines only, not every step or tensor");
   return [a, rtol, atol, nmse, ulp] {

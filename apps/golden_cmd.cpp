@@ -20,7 +20,7 @@ namespace {
 
 struct GoldenRunArgs {
   std::string preset, out, data;
-  int steps = 50;
+  int steps = 50, dump_step = 0;
   TrainConfig numbers;             // what the training flags below write (none is a number)
   std::deque<FieldOption> fields;  // --precision, --optimizer, --seed
   CLI::Option* data_opt = nullptr;
@@ -35,7 +35,8 @@ int run_golden_run(const GoldenRunArgs& a) {
   if (a.data_opt->count() > 0 && a.data.empty()) throw usage_error("--data needs a file name");
   if (a.out.empty()) throw usage_error("--out needs a directory name");
   Dataset data = a.data.empty() ? load_fortunes() : load_text_file(a.data);
-  write_golden_run(preset, train, std::move(data), a.out);
+  if (a.dump_step > a.steps) throw usage_error("--dump-step is past --steps");
+  write_golden_run(preset, train, std::move(data), a.out, a.dump_step);
   std::printf("golden run: %s, %d steps, %s, %s -> %s\n", preset.name.c_str(), train.steps,
               enum_name(train.precision), enum_name(train.optimizer), a.out.c_str());
   return 0;
@@ -64,6 +65,9 @@ CommandRunner add_golden_run(CLI::App& app) {
   for (const char* key : {"precision", "optimizer", "seed"}) {
     add_field_option(app, train_field(key), a->numbers, a->fields.emplace_back());
   }
+  app.add_option("--dump-step", a->dump_step,
+                 "also write step-K.safetensors: every kernel call of step K, inputs and outputs")
+      ->check(CLI::Range(1, 1000000));
   a->data_opt = app.add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
   app.add_option("--out", a->out, "the directory to write (created if missing)")->required();
   return [a] { return run_golden_run(*a); };

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "ops/cast.h"
+#include "ops/kernel_dump.h"
 #include "ops/kernels.h"
 #include "optim/adamw.h"
 #include "simd/aligned_buffer.h"
@@ -38,6 +39,8 @@ class OptimizerState {
   // the wd range's decay; the no-wd range uses 0) after clipping the global norm to max_norm
   // (0 = off), then leaves g zeroed.
   GradStats step(float* w, float* g, f16* w16, const AdamWHyper& hp, float max_norm, int t);
+  // Records every kernel call of the following steps into `dump` as layer `optim` (null: off).
+  void set_dump(KernelDump* dump) { dump_ = dump; }
 
   // The state itself, for checkpoints. adamw: m and v, fp32 in the layout of w. adamw8bit:
   // m_codes and v_codes, one byte per element of w (4 per uint32, element 4i+j in byte j), and
@@ -56,8 +59,8 @@ class OptimizerState {
     size_t begin, size;  // in mega-buffer elements; begin is a multiple of 4
     float wd;
   };
-  void update(float* w, float* g, f16* w16, const Range& r, const GradStats& stats,
-              AdamWHyper hp, int t);
+  void update(float* w, float* g, f16* w16, const Range& r, const GradStats& stats, AdamWHyper hp,
+              int t);
 
   Optimizer kind_;
   Kernels kernels_;
@@ -65,6 +68,7 @@ class OptimizerState {
   AlignedBuffer<float> m_, v_;                 // adamw: fp32 moments, layout of w
   AlignedBuffer<uint32_t> m_codes_, v_codes_;  // adamw8bit: 4 codes per word, layout of w
   AlignedBuffer<float> m_scales_, v_scales_;   // adamw8bit: wd range's blocks, then no-wd's
+  KernelDump* dump_ = nullptr;
 };
 
 }  // namespace reftrain

@@ -5,7 +5,8 @@
       tiny and llama-tiny, fp32 and mixed, 50 and 500 steps (8 golden run directories)
   python3 scripts/parity.py replay --golden build/parity/golden --out DIR [--device cuda]
                                    [--tf32 on|off] [--dtype float32|float64]
-      tests/torch/replay.py on every golden directory, into DIR/<name> (needs torch, numpy)
+      tests/torch/replay.py on every golden directory, into DIR/<name> (needs torch, numpy);
+      --device webgpu runs tests/webgpu/replay.mjs instead (node, Dawn; docs/webgpu.md)
   python3 scripts/parity.py report --reftrain build/reftrain --golden build/parity/golden
                                    --replay DIR [DIR ...]
       `reftrain compare --json` of every replay against its golden run, as a markdown table
@@ -38,8 +39,19 @@ def replay(a):
     script = os.path.join(ROOT, "tests", "torch", "replay.py")
     for p, prec, steps in RUNS:
         n = name(p, prec, steps)
-        subprocess.run([sys.executable, script, os.path.join(a.golden, n), "--out", os.path.join(a.out, n),
+        src, out = os.path.join(a.golden, n), os.path.join(a.out, n)
+        if a.device == "webgpu":
+            subprocess.run(["node", os.path.join(ROOT, "tests", "webgpu", "replay.mjs"), src, "--out", out], check=True)
+            continue
+        subprocess.run([sys.executable, script, src, "--out", out,
                         "--device", a.device, "--tf32", a.tf32, "--dtype", a.dtype], check=True)
+
+
+def label(run):
+    """The replay column: what ran it, from the first line of its trace."""
+    if run.get("producer") == "tests/webgpu/replay.mjs":
+        return f"WebGPU {run['device']}"  # the adapter's own description
+    return f"{run['device_name']} {run['dtype']} tf32 {run['tf32']}, torch {run['torch']}"
 
 
 def compare(reftrain, golden_dir, replay_dir):
@@ -73,9 +85,8 @@ def report(a):
             trace, debug = compare(a.reftrain, os.path.join(a.golden, n), os.path.join(rdir, n))
             with open(os.path.join(rdir, n, "trace.jsonl")) as f:
                 run = json.loads(f.readline())
-            label = f"{run['device_name']} {run['dtype']} tf32 {run['tf32']}, torch {run['torch']}"
             worst = max(debug["rows"], key=lambda x: x["nmse"] or 0)
-            print(f"| {label} | {n} | " + " | ".join(drift_columns(trace)) +
+            print(f"| {label(run)} | {n} | " + " | ".join(drift_columns(trace)) +
                   f" | {worst['nmse']:.1e} ({worst['tensor']}) |")
 
 
@@ -88,7 +99,7 @@ def main():
     r = sub.add_parser("replay")
     r.add_argument("--golden", required=True)
     r.add_argument("--out", required=True)
-    r.add_argument("--device", default="cpu")
+    r.add_argument("--device", default="cpu", help="cpu, cuda[:N] (PyTorch) or webgpu")
     r.add_argument("--tf32", choices=["on", "off"], default="off")
     r.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     t = sub.add_parser("report")

@@ -177,6 +177,48 @@ void write_debug_state(const ModelConfig& cfg, const std::vector<float>& w0, con
   write_safetensors(path, f);
 }
 
+// The kernel-call dump as safetensors: 1-D tensors by call, the call order and, per tensor, what
+// compare applies: NMSE 1e-9 for f32 and f16 (a call's inputs already differ by rounding, so a
+// per-element bound such as the cast fixture's one f16 ulp would blame the mirror for weights
+// one ulp apart), one code for the 8-bit state, token ids exactly.
+void write_dump(const KernelDump& d, int step, const std::string& path) {
+  SafetensorsFile f;
+  Json tolerances = Json::object();
+  for (const KernelDump::Tensor& t : d.tensors()) {
+    const DType dtype = t.dtype == "F32"   ? DType::kF32
+                        : t.dtype == "F16" ? DType::kF16
+                        : t.dtype == "I32" ? DType::kI32
+                                           : DType::kU8;
+    f.add(t.name, dtype, shape64({int64_t(t.numel)}), t.bytes.data());
+    if (dtype == DType::kU8) {
+      tolerances[t.name] = {{"max_ulp", 1}, {"why", "one 8-bit code, as adamw_8bit_update's"}};
+    } else if (dtype != DType::kI32) {
+      tolerances[t.name] = {{"max_nmse", 1e-9}, {"why", "NMSE 1e-9, as the f32 kernel fixtures"}};
+    }
+  }
+  f.metadata["format"] = "reftrain-kernel-dump";
+  f.metadata["step"] = std::to_string(step);
+  f.metadata["calls"] = json_text(Json(d.calls()));
+  Json outputs = Json::object();
+  for (size_t i = 0; i < d.calls().size(); ++i) outputs[d.calls()[i]] = d.outputs(i);
+  f.metadata["outputs"] = json_text(outputs);
+  f.metadata["tolerances"] = json_text(tolerances);
+  write_safetensors(path, f);
+}
+
+// Step k of the run, recorded into a kernel-call dump when it is step `dump_step`.
+StepResult traced_step(Trainer& trainer, int k, int dump_step, const std::string& dir) {
+  if (k + 1 != dump_step) return trainer.step(k);
+  KernelDump dump;
+  trainer.model().set_dump(&dump), trainer.optimizer().set_dump(&dump);
+  const StepResult r = trainer.step(k);
+  trainer.model().set_dump(nullptr), trainer.optimizer().set_dump(nullptr);
+  write_dump(dump, dump_step,
+             (std::filesystem::path(dir) / ("step-" + std::to_string(dump_step) + ".safetensors"))
+                 .string());
+  return r;
+}
+
 Json step_line(const StepResult& r, double z_part) {
   return {{"type", "step"},
           {"step", r.step},
@@ -190,7 +232,7 @@ Json step_line(const StepResult& r, double z_part) {
 }  // namespace
 
 void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset data,
-                      const std::string& out_dir) {
+                      const std::string& out_dir, int dump_step) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
@@ -220,7 +262,7 @@ void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset da
                {"steps", S},
                {"seed", train.seed}});
   for (int k = 0; k < S; ++k) {
-    const StepResult r = trainer.step(k);
+    const StepResult r = traced_step(trainer, k, dump_step, out_dir);
     if (!std::isfinite(r.loss)) {
       throw input_error("golden run: loss is not finite at step " + std::to_string(r.step));
     }

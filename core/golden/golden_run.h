@@ -21,8 +21,10 @@
 namespace reftrain {
 
 // Trains `steps` steps of `preset` (with `train`'s overrides applied by the caller) on `data`
-// and writes the directory `out_dir` (created if missing; its files overwritten).
+// and writes the directory `out_dir` (created if missing; its files overwritten). With
+// dump_step K ≥ 1 it also writes step-K.safetensors: every kernel call of step K with its
+// inputs and outputs (ops/kernel_dump.h).
 void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset data,
-                      const std::string& out_dir);
+                      const std::string& out_dir, int dump_step = 0);
 
 }  // namespace reftrain

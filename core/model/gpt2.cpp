@@ -119,16 +119,66 @@ Gpt2::Gpt2(const ModelConfig& cfg, const ModelOptions& o)
   carve_gpt2_activations(act_, arena, cfg, o.attention, o.batch, o.seq);
 }
 
+using D = KernelDump;
+
+void Gpt2::layernorm_fwd(float* out, float* mean, float* rstd, const float* x, const float* w,
+                         const float* b, int N) const {
+  const size_t C = cfg_.channels, NC = size_t(N) * C;
+  traced("layernorm_forward",
+         {D::out("out", out, NC), D::out("mean", mean, N), D::out("rstd", rstd, N),
+          D::in("x", x, NC), D::in("w", w, C), D::in("b", b, C)},
+         [&] {
+           pick(layernorm_forward<float>, layernorm_forward_fast)(out, mean, rstd, x, w, b, N,
+                                                                  cfg_.channels);
+         });
+}
+
+void Gpt2::layernorm_bwd(float* dx, float* dw, float* db, const float* dout, const float* x,
+                         const float* w, const float* mean, const float* rstd, int N) const {
+  const size_t C = cfg_.channels, NC = size_t(N) * C;
+  traced("layernorm_backward",
+         {D::io("dx", dx, NC), D::io("dw", dw, C), D::io("db", db, C), D::in("dout", dout, NC),
+          D::in("x", x, NC), D::in("w", w, C), D::in("mean", mean, N), D::in("rstd", rstd, N)},
+         [&] {
+           pick(layernorm_backward<float>, layernorm_backward_fast)(dx, dw, db, dout, x, w, mean,
+                                                                    rstd, N, cfg_.channels);
+         });
+}
+
+void Gpt2::gelu_fwd(float* out, const float* x, size_t n) const {
+  traced("gelu_forward", {D::out("out", out, n), D::in("x", x, n)},
+         [&] { pick(gelu_forward<float>, gelu_forward_fast)(out, x, n); });
+}
+
+void Gpt2::gelu_bwd(float* dx, const float* x, const float* dout, size_t n) const {
+  traced("gelu_backward", {D::io("dx", dx, n), D::in("x", x, n), D::in("dout", dout, n)},
+         [&] { pick(gelu_backward<float>, gelu_backward_fast)(dx, x, dout, n); });
+}
+
 // x = wte[tok] + wpe[t]
 const float* Gpt2::embedding_forward(const int32_t* inputs, int B, int T) {
-  pick(embed_forward<float>, embed_forward_fast)(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T,
-                                                 cfg_.channels);
+  const size_t C = cfg_.channels, N = size_t(B) * T;
+  traced("embed_forward",
+         {D::out("out", act_.encoded, N * C), D::in("tokens", inputs, N),
+          D::in("wte", wt_.wte, size_t(cfg_.padded_vocab) * C),
+          D::in("wpe", wt_.wpe, size_t(cfg_.max_seq) * C)},
+         [&] {
+           pick(embed_forward<float>, embed_forward_fast)(act_.encoded, inputs, wt_.wte, wt_.wpe, B,
+                                                          T, cfg_.channels);
+         });
   return act_.encoded;
 }
 
 void Gpt2::embedding_backward(const float* dres, const int32_t* inputs, int B, int T) {
-  pick(embed_backward<float>, embed_backward_fast)(gt_.wte, gt_.wpe, dres, inputs, B, T,
-                                                   cfg_.channels);
+  const size_t C = cfg_.channels, N = size_t(B) * T;
+  traced("embed_backward",
+         {D::io("dwte", gt_.wte, size_t(cfg_.padded_vocab) * C),
+          D::io("dwpe", gt_.wpe, size_t(cfg_.max_seq) * C), D::in("dout", dres, N * C),
+          D::in("tokens", inputs, N)},
+         [&] {
+           pick(embed_backward<float>, embed_backward_fast)(gt_.wte, gt_.wpe, dres, inputs, B, T,
+                                                            cfg_.channels);
+         });
 }
 
 // x += attn(LN1(x));  x += Wproj·gelu(Wfc·LN2(x) + bfc) + bproj
@@ -136,18 +186,17 @@ const float* Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
   const Gpt2Tensors::Layer& w = wt_.layers[l];
   const LayerActs& a = act_.layers[l];
   const int N = B * T, C = cfg_.channels;
-  pick(layernorm_forward<float>, layernorm_forward_fast)(a.ln1, a.ln1_mean, a.ln1_rstd, res_in,
-                                                         w.ln1w, w.ln1b, N, C);
+  const size_t NC = size_t(N) * C;
+  layernorm_fwd(a.ln1, a.ln1_mean, a.ln1_rstd, res_in, w.ln1w, w.ln1b, N);
   linear_fwd(a.qkv, a.ln1, w.qkvw, w.qkvb, N, C, 3 * C);
   attention_fwd(a.atty, a.att, a.qkv, B, T);
   linear_fwd(a.attproj, a.atty, w.attprojw, w.attprojb, N, C, C);
-  pick(residual_forward<float>, residual_forward_fast)(a.res2, res_in, a.attproj, size_t(N) * C);
-  pick(layernorm_forward<float>, layernorm_forward_fast)(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2,
-                                                         w.ln2w, w.ln2b, N, C);
+  residual_fwd(a.res2, res_in, a.attproj, NC);
+  layernorm_fwd(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.ln2w, w.ln2b, N);
   linear_fwd(a.fch, a.ln2, w.fcw, w.fcb, N, C, 4 * C);
-  pick(gelu_forward<float>, gelu_forward_fast)(a.fch_gelu, a.fch, size_t(N) * 4 * C);
+  gelu_fwd(a.fch_gelu, a.fch, NC * 4);
   linear_fwd(a.fcproj, a.fch_gelu, w.fcprojw, w.fcprojb, N, 4 * C, C);
-  pick(residual_forward<float>, residual_forward_fast)(a.res3, a.res2, a.fcproj, size_t(N) * C);
+  residual_fwd(a.res3, a.res2, a.fcproj, NC);
   return a.res3;
 }
 
@@ -161,30 +210,27 @@ void Gpt2::layer_backward(int l, float* dres, int B, int T) {
   const size_t NC = size_t(N) * C;
   // MLP half: res3 = res2 + fcproj(gelu(fc(LN2(res2)))).
   zero(act_.dres2, NC), zero(act_.dbranch, NC);
-  pick(residual_backward<float>, residual_backward_fast)(act_.dres2, act_.dbranch, dres, NC);
+  residual_bwd(act_.dres2, act_.dbranch, dres, NC);
   zero(act_.dfch_gelu, NC * 4), zero(act_.dfch, NC * 4), zero(act_.dln, NC);
   linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, N, 4 * C,
              C);
-  pick(gelu_backward<float>, gelu_backward_fast)(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
+  gelu_bwd(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
   linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C);
-  pick(layernorm_backward<float>, layernorm_backward_fast)(
-      act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd, N, C);
+  layernorm_bwd(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd, N);
   // Attention half: res2 = res_in + attproj(attn(qkv(LN1(res_in)))).
   zero(dres, NC), zero(act_.dbranch, NC);
-  pick(residual_backward<float>, residual_backward_fast)(dres, act_.dbranch, act_.dres2, NC);
+  residual_bwd(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
   linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
-  pick(layernorm_backward<float>, layernorm_backward_fast)(dres, g.ln1w, g.ln1b, act_.dln, res_in,
-                                                           w.ln1w, a.ln1_mean, a.ln1_rstd, N, C);
+  layernorm_bwd(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N);
 }
 
 // logits = LNf(x)·wteᵀ (the lm_head is the token embedding)
 float Gpt2::head_forward(const float* res, const int32_t* targets, int N) {
   const int C = cfg_.channels;
-  pick(layernorm_forward<float>, layernorm_forward_fast)(act_.lnf, act_.lnf_mean, act_.lnf_rstd,
-                                                         res, wt_.lnfw, wt_.lnfb, N, C);
+  layernorm_fwd(act_.lnf, act_.lnf_mean, act_.lnf_rstd, res, wt_.lnfw, wt_.lnfb, N);
   linear_fwd(act_.logits, act_.lnf, wt_.wte, nullptr, N, C, cfg_.padded_vocab);
   if (!targets) return 0.0f;
   return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
@@ -196,9 +242,8 @@ float* Gpt2::head_backward(int N) {
   zero(act_.dln, NC);
   linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, N, C, cfg_.padded_vocab);
   zero(act_.dres, NC);
-  pick(layernorm_backward<float>, layernorm_backward_fast)(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln,
-                                                           layer_input(cfg_.layers), wt_.lnfw,
-                                                           act_.lnf_mean, act_.lnf_rstd, N, C);
+  layernorm_bwd(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, layer_input(cfg_.layers), wt_.lnfw,
+                act_.lnf_mean, act_.lnf_rstd, N);
   return act_.dres;
 }
 

@@ -66,6 +66,13 @@ class Gpt2 : public Model {
   float* head_backward(int N) override;
   // The residual stream entering layer l: the embedding's output or layer l-1's.
   const float* layer_input(int l) const { return l > 0 ? act_.layers[l - 1].res3 : act_.encoded; }
+  // The family's own kernels over N rows of C channels (or n elements), traced (Model::traced).
+  void layernorm_fwd(float* out, float* mean, float* rstd, const float* x, const float* w,
+                     const float* b, int N) const;
+  void layernorm_bwd(float* dx, float* dw, float* db, const float* dout, const float* x,
+                     const float* w, const float* mean, const float* rstd, int N) const;
+  void gelu_fwd(float* out, const float* x, size_t n) const;
+  void gelu_bwd(float* dx, const float* x, const float* dout, size_t n) const;
 
   AlignedBuffer<float> arena_;
   Gpt2Tensors wt_, gt_;

@@ -129,16 +129,98 @@ Llama::Llama(const ModelConfig& cfg, const ModelOptions& o)
   carve_llama_activations(act_, arena, cfg, o.attention, o.batch, o.seq);
 }
 
+using D = KernelDump;
+
+void Llama::rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N) const {
+  const size_t C = cfg_.channels, NC = size_t(N) * C;
+  traced("rmsnorm_forward",
+         {D::out("out", out, NC), D::out("rstd", rstd, N), D::in("x", x, NC), D::in("w", w, C)},
+         [&] {
+           pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(out, rstd, x, w, N, cfg_.channels);
+         });
+}
+
+void Llama::rmsnorm_bwd(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                        const float* rstd, int N) const {
+  const size_t C = cfg_.channels, NC = size_t(N) * C;
+  traced("rmsnorm_backward",
+         {D::io("dx", dx, NC), D::io("dw", dw, C), D::in("dout", dout, NC), D::in("x", x, NC),
+          D::in("w", w, C), D::in("rstd", rstd, N)},
+         [&] {
+           pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(dx, dw, dout, x, w, rstd, N,
+                                                                cfg_.channels);
+         });
+}
+
+void Llama::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) const {
+  traced("swiglu_forward", {D::out("out", out, n), D::in("gate", gate, n), D::in("up", up, n)},
+         [&] { pick(swiglu_forward<float>, swiglu_forward_fast)(out, gate, up, n); });
+}
+
+void Llama::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate,
+                       const float* up, size_t n) const {
+  traced(
+      "swiglu_backward",
+      {D::io("dgate", dgate, n), D::io("dup", dup, n), D::in("dout", dout, n),
+       D::in("gate", gate, n), D::in("up", up, n)},
+      [&] { pick(swiglu_backward<float>, swiglu_backward_fast)(dgate, dup, dout, gate, up, n); });
+}
+
+void Llama::rope_fwd(float* out, const float* x, int B, int T) const {
+  const int NH = cfg_.heads, hs = cfg_.channels / NH;
+  const size_t n = size_t(B) * T * cfg_.channels;
+  traced("rope_forward", {D::out("out", out, n), D::in("x", x, n)}, [&] {
+    pick(rope_forward<float>, rope_forward_fast)(out, x, B, T, NH, hs, cfg_.rope_theta);
+  });
+}
+
+void Llama::rope_bwd(float* dx, const float* dout, int B, int T) const {
+  const int NH = cfg_.heads, hs = cfg_.channels / NH;
+  const size_t n = size_t(B) * T * cfg_.channels;
+  traced("rope_backward", {D::io("dx", dx, n), D::in("dout", dout, n)}, [&] {
+    pick(rope_backward<float>, rope_backward_fast)(dx, dout, B, T, NH, hs, cfg_.rope_theta);
+  });
+}
+
+void Llama::pack(float* qkv, int N) const {
+  const size_t NC = size_t(N) * cfg_.channels;
+  traced("pack_qkv",
+         {D::out("qkv", qkv, 3 * NC), D::in("q", act_.qr, NC), D::in("k", act_.kr, NC),
+          D::in("v", act_.v, NC)},
+         [&] { pack_qkv(qkv, act_.qr, act_.kr, act_.v, N, cfg_.channels); });
+}
+
+// dqkv into dq, dk (after RoPE) and dv: act_.qr, act_.kr, act_.v.
+void Llama::unpack(const float* dqkv, int N) const {
+  const size_t NC = size_t(N) * cfg_.channels;
+  traced("unpack_qkv",
+         {D::out("dq", act_.qr, NC), D::out("dk", act_.kr, NC), D::out("dv", act_.v, NC),
+          D::in("dqkv", dqkv, 3 * NC)},
+         [&] { unpack_qkv(act_.qr, act_.kr, act_.v, dqkv, N, cfg_.channels); });
+}
+
 // x = emb[tok]
 const float* Llama::embedding_forward(const int32_t* inputs, int B, int T) {
-  pick(token_embed_forward<float>, token_embed_forward_fast)(act_.encoded, inputs, wt_.emb,
-                                                             size_t(B) * T, cfg_.channels);
+  const size_t C = cfg_.channels, N = size_t(B) * T;
+  traced("token_embed_forward",
+         {D::out("out", act_.encoded, N * C), D::in("tokens", inputs, N),
+          D::in("wte", wt_.emb, size_t(cfg_.padded_vocab) * C)},
+         [&] {
+           pick(token_embed_forward<float>, token_embed_forward_fast)(act_.encoded, inputs, wt_.emb,
+                                                                      N, cfg_.channels);
+         });
   return act_.encoded;
 }
 
 void Llama::embedding_backward(const float* dres, const int32_t* inputs, int B, int T) {
-  pick(token_embed_backward<float>, token_embed_backward_fast)(gt_.emb, dres, inputs, size_t(B) * T,
-                                                               cfg_.channels);
+  const size_t C = cfg_.channels, N = size_t(B) * T;
+  traced("token_embed_backward",
+         {D::io("dwte", gt_.emb, size_t(cfg_.padded_vocab) * C), D::in("dout", dres, N * C),
+          D::in("tokens", inputs, N)},
+         [&] {
+           pick(token_embed_backward<float>, token_embed_backward_fast)(gt_.emb, dres, inputs, N,
+                                                                        cfg_.channels);
+         });
 }
 
 // x += Wo·attn(rope(Wq·RMS1(x)), rope(Wk·RMS1(x)), Wv·RMS1(x))
@@ -146,24 +228,24 @@ void Llama::embedding_backward(const float* dres, const int32_t* inputs, int B, 
 const float* Llama::layer_forward(int l, const float* res_in, int B, int T) {
   const LlamaTensors::Layer& w = wt_.layers[l];
   const LayerActs& a = act_.layers[l];
-  const int N = B * T, C = cfg_.channels, F = cfg_.ffn, NH = cfg_.heads;
+  const int N = B * T, C = cfg_.channels, F = cfg_.ffn;
   const size_t NC = size_t(N) * C, NF = size_t(N) * F;
-  pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(a.rms1, a.rms1_rstd, res_in, w.rms1w, N, C);
+  rmsnorm_fwd(a.rms1, a.rms1_rstd, res_in, w.rms1w, N);
   linear_fwd(act_.q, a.rms1, w.wq, nullptr, N, C, C);
   linear_fwd(act_.k, a.rms1, w.wk, nullptr, N, C, C);
   linear_fwd(act_.v, a.rms1, w.wv, nullptr, N, C, C);
-  pick(rope_forward<float>, rope_forward_fast)(act_.qr, act_.q, B, T, NH, C / NH, cfg_.rope_theta);
-  pick(rope_forward<float>, rope_forward_fast)(act_.kr, act_.k, B, T, NH, C / NH, cfg_.rope_theta);
-  pack_qkv(a.qkv, act_.qr, act_.kr, act_.v, N, C);
+  rope_fwd(act_.qr, act_.q, B, T);
+  rope_fwd(act_.kr, act_.k, B, T);
+  pack(a.qkv, N);
   attention_fwd(a.atty, a.att, a.qkv, B, T);
   linear_fwd(a.attproj, a.atty, w.wo, nullptr, N, C, C);
-  pick(residual_forward<float>, residual_forward_fast)(a.res2, res_in, a.attproj, NC);
-  pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(a.rms2, a.rms2_rstd, a.res2, w.rms2w, N, C);
+  residual_fwd(a.res2, res_in, a.attproj, NC);
+  rmsnorm_fwd(a.rms2, a.rms2_rstd, a.res2, w.rms2w, N);
   linear_fwd(a.gate, a.rms2, w.wgate, nullptr, N, C, F);
   linear_fwd(a.up, a.rms2, w.wup, nullptr, N, C, F);
-  pick(swiglu_forward<float>, swiglu_forward_fast)(a.swi, a.gate, a.up, NF);
+  swiglu_fwd(a.swi, a.gate, a.up, NF);
   linear_fwd(a.down, a.swi, w.wdown, nullptr, N, F, C);
-  pick(residual_forward<float>, residual_forward_fast)(a.res3, a.res2, a.down, NC);
+  residual_fwd(a.res3, a.res2, a.down, NC);
   return a.res3;
 }
 
@@ -172,43 +254,37 @@ void Llama::layer_backward(int l, float* dres, int B, int T) {
   const LlamaTensors::Layer& g = gt_.layers[l];
   const LayerActs& a = act_.layers[l];
   const float* res_in = layer_input(l);
-  const int N = B * T, C = cfg_.channels, F = cfg_.ffn, NH = cfg_.heads;
+  const int N = B * T, C = cfg_.channels, F = cfg_.ffn;
   const size_t NC = size_t(N) * C, NF = size_t(N) * F;
   // MLP half: res3 = res2 + down(swiglu(gate(RMS2(res2)), up(RMS2(res2)))).
   zero(act_.dres2, NC), zero(act_.dbranch, NC);
-  pick(residual_backward<float>, residual_backward_fast)(act_.dres2, act_.dbranch, dres, NC);
+  residual_bwd(act_.dres2, act_.dbranch, dres, NC);
   zero(act_.dswi, NF), zero(act_.dgate, NF), zero(act_.dup, NF), zero(act_.dln, NC);
   linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, N, F, C);
-  pick(swiglu_backward<float>, swiglu_backward_fast)(act_.dgate, act_.dup, act_.dswi, a.gate, a.up,
-                                                     NF);
+  swiglu_bwd(act_.dgate, act_.dup, act_.dswi, a.gate, a.up, NF);
   linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, N, C, F);
   linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, N, C, F);
-  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(act_.dres2, g.rms2w, act_.dln, a.res2,
-                                                       w.rms2w, a.rms2_rstd, N, C);
+  rmsnorm_bwd(act_.dres2, g.rms2w, act_.dln, a.res2, w.rms2w, a.rms2_rstd, N);
   // Attention half: res2 = res_in + o(attn(rope(q(x)), rope(k(x)), v(x))), x = RMS1(res_in).
   zero(dres, NC), zero(act_.dbranch, NC);
-  pick(residual_backward<float>, residual_backward_fast)(dres, act_.dbranch, act_.dres2, NC);
+  residual_bwd(dres, act_.dbranch, act_.dres2, NC);
   zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
   linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, N, C, C);
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
-  unpack_qkv(act_.qr, act_.kr, act_.v, act_.dqkv, N, C);  // now dq, dk after RoPE, and dv
+  unpack(act_.dqkv, N);  // now dq, dk after RoPE, and dv
   zero(act_.q, NC), zero(act_.k, NC);
-  pick(rope_backward<float>, rope_backward_fast)(act_.q, act_.qr, B, T, NH, C / NH,
-                                                 cfg_.rope_theta);
-  pick(rope_backward<float>, rope_backward_fast)(act_.k, act_.kr, B, T, NH, C / NH,
-                                                 cfg_.rope_theta);
+  rope_bwd(act_.q, act_.qr, B, T);
+  rope_bwd(act_.k, act_.kr, B, T);
   linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, N, C, C);
   linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, N, C, C);
   linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, N, C, C);
-  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(dres, g.rms1w, act_.dln, res_in, w.rms1w,
-                                                       a.rms1_rstd, N, C);
+  rmsnorm_bwd(dres, g.rms1w, act_.dln, res_in, w.rms1w, a.rms1_rstd, N);
 }
 
 // logits = RMSf(x)·Wheadᵀ
 float Llama::head_forward(const float* res, const int32_t* targets, int N) {
   const int C = cfg_.channels;
-  pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(act_.rmsf, act_.rmsf_rstd, res, wt_.rmsfw, N,
-                                                     C);
+  rmsnorm_fwd(act_.rmsf, act_.rmsf_rstd, res, wt_.rmsfw, N);
   linear_fwd(act_.logits, act_.rmsf, wt_.head, nullptr, N, C, cfg_.padded_vocab);
   if (!targets) return 0.0f;
   return mean_loss(act_.losses, act_.dlogits, act_.logits, targets, N);
@@ -221,8 +297,8 @@ float* Llama::head_backward(int N) {
   linear_bwd(act_.dln, gt_.head, nullptr, act_.dlogits, act_.rmsf, wt_.head, N, C,
              cfg_.padded_vocab);
   zero(act_.dres, NC);
-  pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(
-      act_.dres, gt_.rmsfw, act_.dln, layer_input(cfg_.layers), wt_.rmsfw, act_.rmsf_rstd, N, C);
+  rmsnorm_bwd(act_.dres, gt_.rmsfw, act_.dln, layer_input(cfg_.layers), wt_.rmsfw, act_.rmsf_rstd,
+              N);
   return act_.dres;
 }
 

@@ -63,6 +63,18 @@ class Llama : public Model {
   float* head_backward(int N) override;
   // The residual stream entering layer l: the embedding's output or layer l-1's.
   const float* layer_input(int l) const { return l > 0 ? act_.layers[l - 1].res3 : act_.encoded; }
+  // The family's own kernels over N = B·T rows of C channels (or n elements), traced
+  // (Model::traced); pack/unpack move q, k, v into and out of attention's [N, 3C] layout.
+  void rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N) const;
+  void rmsnorm_bwd(float* dx, float* dw, const float* dout, const float* x, const float* w,
+                   const float* rstd, int N) const;
+  void swiglu_fwd(float* out, const float* gate, const float* up, size_t n) const;
+  void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
+                  size_t n) const;
+  void rope_fwd(float* out, const float* x, int B, int T) const;
+  void rope_bwd(float* dx, const float* dout, int B, int T) const;
+  void pack(float* qkv, int N) const;
+  void unpack(const float* dqkv, int N) const;
 
   AlignedBuffer<float> arena_;
   LlamaTensors wt_, gt_;

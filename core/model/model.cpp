@@ -13,6 +13,7 @@
 #include "ops/attention.h"
 #include "ops/linear.h"
 #include "ops/loss.h"
+#include "ops/residual.h"
 
 namespace reftrain {
 
@@ -65,16 +66,26 @@ void Model::init_weights(uint64_t seed) {
 
 float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
   last_ = {B, T, inputs, targets != nullptr};
+  tag_ = "embed";
   const float* res = embedding_forward(inputs, B, T);
-  for (int l = 0; l < cfg_.layers; ++l) res = layer_forward(l, res, B, T);
+  for (int l = 0; l < cfg_.layers; ++l) {
+    tag_ = "h" + std::to_string(l);
+    res = layer_forward(l, res, B, T);
+  }
+  tag_ = "head";
   return head_forward(res, targets, B * T);
 }
 
 void Model::backward() {
   require_targets("Model::backward");
   const int B = last_.B, T = last_.T;
+  tag_ = "head";
   float* dres = head_backward(B * T);
-  for (int l = cfg_.layers - 1; l >= 0; --l) layer_backward(l, dres, B, T);
+  for (int l = cfg_.layers - 1; l >= 0; --l) {
+    tag_ = "h" + std::to_string(l);
+    layer_backward(l, dres, B, T);
+  }
+  tag_ = "embed";
   embedding_backward(dres, last_.inputs, B, T);
 }
 
@@ -89,45 +100,107 @@ void Model::refresh_mirror() {
   }
 }
 
+void Model::residual_fwd(float* out, const float* a, const float* b, size_t n) const {
+  using D = KernelDump;
+  traced("residual_forward", {D::out("out", out, n), D::in("a", a, n), D::in("b", b, n)},
+         [&] { pick(residual_forward<float>, residual_forward_fast)(out, a, b, n); });
+}
+
+void Model::residual_bwd(float* da, float* db, const float* dout, size_t n) const {
+  using D = KernelDump;
+  traced("residual_backward", {D::io("da", da, n), D::io("db", db, n), D::in("dout", dout, n)},
+         [&] { pick(residual_backward<float>, residual_backward_fast)(da, db, dout, n); });
+}
+
+// In the dump, a bias-free product has no `b` (forward) and no `db` (backward), and the
+// backward is two calls, as on a GPU: backward-data, then backward-weight.
 void Model::linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
                        int O) const {
-  if (precision_ == Precision::kMixed) {
-    linear_forward(matmul_, out, inp, w16_.data() + (w - w_.data()), b, N, K, O);
-  } else {
-    linear_forward(matmul_, out, inp, w, b, N, K, O);
-  }
+  using D = KernelDump;
+  const size_t n = size_t(N), k = size_t(K), o = size_t(O);
+  const f16* w16 = w16_.data() + (w - w_.data());
+  const bool mixed = precision_ == Precision::kMixed;
+  const KernelDump::Arg weight = mixed ? D::in("w16", w16, o * k) : D::in("w", w, o * k);
+  const char* name = mixed ? "linear_forward_f16" : "linear_forward";
+  const size_t call =
+      dump_
+          ? dump_->begin(tag_, name, {D::out("out", out, n * o), D::in("inp", inp, n * k), weight})
+          : 0;
+  if (dump_ && b) dump_->begin_more(call, D::in("b", b, o));
+  mixed ? linear_forward(matmul_, out, inp, w16, b, N, K, O)
+        : linear_forward(matmul_, out, inp, w, b, N, K, O);
+  if (dump_) dump_->end(call);
 }
 
 void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, int N, int K, int O) const {
-  if (precision_ == Precision::kMixed) {
-    linear_backward(matmul_, dinp, dw, db, dout, inp, w16_.data() + (w - w_.data()), N, K, O);
-  } else {
-    linear_backward(matmul_, dinp, dw, db, dout, inp, w, N, K, O);
+  using D = KernelDump;
+  const size_t n = size_t(N), k = size_t(K), o = size_t(O);
+  const f16* w16 = w16_.data() + (w - w_.data());
+  const bool mixed = precision_ == Precision::kMixed;
+  const KernelDump::Arg weight = mixed ? D::in("w16", w16, o * k) : D::in("w", w, o * k);
+  size_t data = 0, wgt = 0;
+  if (dump_) {
+    data = dump_->begin(tag_, mixed ? "linear_backward_data_f16" : "linear_backward_data",
+                        {D::io("dinp", dinp, n * k), D::in("dout", dout, n * o), weight});
+    wgt = dump_->begin(
+        tag_, "linear_backward_weight",
+        {D::io("dw", dw, o * k), D::in("dout", dout, n * o), D::in("inp", inp, n * k)});
+    if (db) dump_->begin_more(wgt, D::io("db", db, o));
   }
+  mixed ? linear_backward(matmul_, dinp, dw, db, dout, inp, w16, N, K, O)
+        : linear_backward(matmul_, dinp, dw, db, dout, inp, w, N, K, O);
+  if (dump_) dump_->end(data), dump_->end(wgt);
 }
 
+// The dump records the probabilities `att` only where the model keeps them (materialised);
+// the fused kernel keeps each row's log-sum-exp instead, which no GPU twin binds.
 void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T) const {
-  if (attention_ == AttentionKind::kFused) {
+  using D = KernelDump;
+  const size_t NC = size_t(B) * T * cfg_.channels;
+  const bool fused = attention_ == AttentionKind::kFused;
+  const size_t call = dump_ ? dump_->begin(tag_, "attention_forward",
+                                           {D::out("out", out, NC), D::in("qkv", qkv, 3 * NC)})
+                            : 0;
+  if (dump_ && !fused) dump_->begin_more(call, D::out("att", att, size_t(B) * cfg_.heads * T * T));
+  if (fused) {
     attention_forward_fast(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
   } else {
     attention_forward(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
   }
+  if (dump_) dump_->end(call);
 }
 
 void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv,
                           const float* out, const float* att, int B, int T) const {
-  if (attention_ == AttentionKind::kFused) {
+  using D = KernelDump;
+  const size_t NC = size_t(B) * T * cfg_.channels;
+  const bool fused = attention_ == AttentionKind::kFused;
+  const size_t call = dump_ ? dump_->begin(tag_, "attention_backward",
+                                           {D::io("dqkv", dqkv, 3 * NC), D::in("dout", dout, NC),
+                                            D::in("qkv", qkv, 3 * NC)})
+                            : 0;
+  if (dump_ && !fused) dump_->begin_more(call, D::in("att", att, size_t(B) * cfg_.heads * T * T));
+  if (fused) {
     attention_backward_fast(dqkv, dout, qkv, out, att, B, T, cfg_.channels, cfg_.heads);
   } else {
     attention_backward(dqkv, dp, dout, qkv, att, B, T, cfg_.channels, cfg_.heads);
   }
+  if (dump_) dump_->end(call);
 }
 
 float Model::mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                        int N) const {
-  pick(crossentropy_forward_backward<float>, crossentropy_forward_backward_fast)(
-      losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab, 1.0f / float(N), z_loss_);
+  using D = KernelDump;
+  const size_t n = size_t(N), Vp = size_t(cfg_.padded_vocab);
+  traced("crossentropy_forward_backward",
+         {D::out("losses", losses, n), D::out("dlogits", dlogits, n * Vp),
+          D::in("logits", logits, n * Vp), D::in("targets", targets, n)},
+         [&] {
+           pick(crossentropy_forward_backward<float>, crossentropy_forward_backward_fast)(
+               losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab, 1.0f / float(N),
+               z_loss_);
+         });
   double sum = 0.0;  // in position order
   for (int i = 0; i < N; ++i) sum += losses[i];
   return static_cast<float>(sum / N);

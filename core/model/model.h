@@ -7,10 +7,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/model/model_config.h"
 #include "core/model/param_layout.h"
 #include "ops/cast.h"
+#include "ops/kernel_dump.h"
 #include "ops/matmul.h"
 #include "simd/aligned_buffer.h"
 
@@ -52,6 +54,9 @@ class Model {
   void backward();
   // Logits [B,T,Vp] of the last forward.
   virtual const float* logits() const = 0;
+  // Records every kernel call of the following forward() and backward() into `dump` (null:
+  // off), layer by layer as `embed`, `h<l>`, `head` (ops/kernel_dump.h).
+  void set_dump(KernelDump* dump) { dump_ = dump; }
 
  protected:
   // Throws std::invalid_argument when options.kernels is kReference with another matmul than
@@ -78,6 +83,14 @@ class Model {
     return kernels_ == Kernels::kFast ? fast : ref;
   }
   static void zero(float* p, size_t n) { std::fill(p, p + n, 0.0f); }
+  // Runs one kernel call, recorded in the dump when one is set.
+  template <typename F>
+  void traced(const char* kernel, std::initializer_list<KernelDump::Arg> args, F&& run) const {
+    dump_call(dump_, tag_, kernel, args, run);
+  }
+  // out = a + b, and its backward da += dout, db += dout, over n elements.
+  void residual_fwd(float* out, const float* a, const float* b, size_t n) const;
+  void residual_bwd(float* da, float* db, const float* dout, size_t n) const;
 
   // A linear layer's products (ops/linear.h) with the model's matmul variant. The two that read
   // the weight (forward, backward-data) read w16 in mixed precision, widened to f32 as the
@@ -109,6 +122,8 @@ class Model {
   void require_targets(const char* who) const;
 
   LastForward last_;
+  KernelDump* dump_ = nullptr;
+  std::string tag_;  // the dump's name of the part running: embed, h<l>, head
   ModelConfig cfg_;
   ParamLayout layout_;
   Precision precision_;

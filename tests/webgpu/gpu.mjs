@@ -32,7 +32,9 @@ function ensureDriverEnv() {
 // event processing then crashes at a random moment: it lives here for the whole process.
 let dawn = null;
 
-export async function openDevice({ features = ['shader-f16'] } = {}) {
+// `limits`: names of adapter limits to request at the adapter's own value (e.g. the replay's
+// minStorageBufferOffsetAlignment, to bind the mega-buffer's tensors where they lie).
+export async function openDevice({ features = ['shader-f16'], limits = [] } = {}) {
   ensureDriverEnv();
   const { create, globals } = await import('webgpu');
   Object.assign(globalThis, globals);
@@ -49,7 +51,8 @@ export async function openDevice({ features = ['shader-f16'] } = {}) {
     requiredFeatures: features,
     requiredLimits: { maxStorageBuffersPerShaderStage: adapter.limits.maxStorageBuffersPerShaderStage,
                       maxComputeWorkgroupStorageSize: adapter.limits.maxComputeWorkgroupStorageSize,
-                      maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup },
+                      maxComputeInvocationsPerWorkgroup: adapter.limits.maxComputeInvocationsPerWorkgroup,
+                      ...Object.fromEntries(limits.map((k) => [k, adapter.limits[k]])) },
   });
   // Errors outside an error scope: reported, and the process fails at exit.
   device.addEventListener?.('uncapturederror', (e) => {

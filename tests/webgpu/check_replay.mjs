@@ -1,0 +1,156 @@
+// The WebGPU replay test (CTest label `webgpu`): node tests/webgpu/check_replay.mjs REFTRAIN_BIN WORK_DIR
+//  1. for gpt2 (tiny) and llama (llama-tiny) × fp32 and mixed × adamw and adamw8bit:
+//     `reftrain golden run --steps 20`, tests/webgpu/replay.mjs on it (which checks in mixed
+//     precision that the mirror is f16(clamp(w)) after every step), and `reftrain compare` must
+//     exit 0, with a loss drift gate of 1e-5 in fp32 and 1e-4 in mixed (the parity gate is 0.05);
+//  2. one combination again with every sub-range staged through scratch copies (--align 256,
+//     what a device with WebGPU's default offset alignment runs) must give the same files;
+//  3. planted bugs must be caught: attention_backward without the softmax's row term (compare
+//     exits 1 on the step-1 gradients) and adamw_update_f16 writing the mirror before the
+//     update (the replay itself exits 1, naming the mirror element);
+//  4. call dumps: every combination's step-1 kernel-call dump (--dump-step 1) matches
+//     reftrain's (`golden run --dump-step 1`) call by call; and bisection: `reftrain compare
+//     --first-divergence` of reftrain's dump (and of a clean replay's) with the dump of a replay
+//     with a planted bug must name exactly the bugged call, its inputs within tolerance — a forward bug (layernorm_forward / rmsnorm_forward
+//     with eps 1e-6) and a backward one (the attention_backward above), for gpt2 and llama.
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const [reftrain, work] = process.argv.slice(2);
+if (!reftrain || !work) { console.error('usage: check_replay.mjs REFTRAIN_BIN WORK_DIR'); process.exit(2); }
+const failures = [];
+const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
+const run = (cmd, args) => {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.error) throw r.error;
+  return r;
+};
+const replay = (golden, out, extra = []) => run(process.execPath, [join(here, 'replay.mjs'), golden, '--out', out, ...extra]);
+const last = (text, re) => text.split('\n').filter((l) => re.test(l)).pop() ?? '';
+
+function golden(preset, precision, optimizer) {
+  const dir = join(work, `golden-${preset}-${precision}-${optimizer}`);
+  const r = run(reftrain, ['golden', 'run', '--preset', preset, '--precision', precision, '--optimizer', optimizer,
+                           '--steps', '20', '--dump-step', '1', '--out', dir]);
+  if (r.status !== 0) throw new Error(`reftrain golden run ${preset} ${precision} ${optimizer}: ${r.stderr}`);
+  return dir;
+}
+
+function checkCombination(preset, precision, optimizer) {
+  const name = `${preset} ${precision} ${optimizer}`;
+  const dir = golden(preset, precision, optimizer);
+  const out = join(work, `replay-${preset}-${precision}-${optimizer}`);
+  const r = replay(dir, out);
+  if (r.status !== 0) return fail(`${name}: replay exit ${r.status}\n${r.stdout}${r.stderr}`);
+  const gate = precision === 'fp32' ? '1e-5' : '1e-4';
+  const cmp = run(reftrain, ['compare', dir, out, '--max-drift', gate, '--quiet']);
+  const ms = (/([\d.]+) ms\/step/.exec(r.stdout) ?? [])[1];
+  console.log(`${name}: ${ms} ms/step; compare exit ${cmp.status}: ` +
+              `${last(cmp.stdout, /max drift/)}; ${last(cmp.stdout, /tensors within/)}`);
+  if (cmp.status !== 0) fail(`${name}: compare exit ${cmp.status} (drift gate ${gate})\n${cmp.stdout}${cmp.stderr}`);
+  // Step 1's kernel calls, one by one, against reftrain's: the replay's dump holds everything
+  // the golden one does (and the probabilities `att`, which the fused CPU attention keeps not).
+  const dump = join(work, `dump-${preset}-${precision}-${optimizer}`);
+  const d = replay(dir, dump, ['--steps', '1', '--dump-step', '1']);
+  const dc = run(reftrain, ['compare', join(dump, 'step-1.safetensors'), join(dir, 'step-1.safetensors'), '--subset', '--quiet']);
+  console.log(`${name}: step-1 call dump against reftrain's: replay exit ${d.status}, compare exit ${dc.status}: ` +
+              `${last(dc.stdout, /tensors within/)}`);
+  if (d.status !== 0 || dc.status !== 0) fail(`${name}: call dump differs from reftrain's\n${dc.stdout}${d.stderr}`);
+}
+
+function checkStaged() {
+  const dir = join(work, 'golden-llama-tiny-mixed-adamw8bit');
+  const [a, b] = [join(work, 'replay-llama-tiny-mixed-adamw8bit'), join(work, 'staged')];
+  const r = replay(dir, b, ['--align', '256']);
+  if (r.status !== 0) return fail(`staged copies: replay exit ${r.status}\n${r.stderr}`);
+  for (const f of ['trace.jsonl', 'debug_state.safetensors']) {
+    const same = readFileSync(join(a, f)).equals(readFileSync(join(b, f)));
+    console.log(`staged copies (--align 256): ${f} ${same ? 'identical' : 'DIFFERS'}`);
+    if (!same) fail(`staged copies: ${f} differs from the sub-range bindings' replay`);
+  }
+}
+
+// A registry module replacing one kernel with a text substitution of its twin's source.
+function plant(file, kernel, kernelFile, edits) {
+  const path = join(work, file);
+  writeFileSync(path, `import { readFileSync } from 'node:fs';
+import { makeRegistry } from ${JSON.stringify(join(here, 'registry.mjs'))};
+let source = readFileSync(${JSON.stringify(join(here, 'kernels', kernelFile))}, 'utf8');
+for (const [from, to] of ${JSON.stringify(edits)}) {
+  if (!source.includes(from)) throw new Error('planted bug: no ' + from);
+  source = source.replace(from, to);
+}
+export default { ${kernel}: { ...makeRegistry().${kernel}, file: undefined, source } };
+`);
+  return path;
+}
+
+function checkPlanted() {
+  const attn = plant('planted_attention.mjs', 'attention_backward', 'attention.wgsl',
+                     [['(dp_of(x, s, u) - dot_s)', 'dp_of(x, s, u)']]);
+  const dir = join(work, 'golden-tiny-fp32-adamw');
+  const out = join(work, 'planted-attention');
+  const r = replay(dir, out, ['--registry', attn, '--steps', '2']);
+  const cmp = run(reftrain, ['compare', dir, out, '--steps', '2', '--quiet']);
+  console.log(`planted attention_backward without the row term: replay exit ${r.status}, compare exit ${cmp.status} (1 expected)`);
+  if (r.status !== 0 || cmp.status !== 1) fail(`planted attention bug: replay ${r.status}, compare ${cmp.status}\n${cmp.stdout}`);
+
+  const mirror = plant('planted_mirror.mjs', 'adamw_update_f16', 'optimizer.wgsl', [
+    ['  let s = adamw_element(w_mp[i],', '  dst_w16[i] = f16(clamp(w_mp[i], -65504.0, 65504.0));\n  let s = adamw_element(w_mp[i],'],
+    ['  dst_w16[i] = f16(clamp(s.w, -65504.0, 65504.0));', '']]);
+  const m = replay(join(work, 'golden-tiny-mixed-adamw'), join(work, 'planted-mirror'), ['--registry', mirror, '--steps', '2']);
+  const said = last(m.stderr, /mirror element/);
+  console.log(`planted stale mirror: replay exit ${m.status} (1 expected): ${said.slice(0, 120)}`);
+  if (m.status !== 1 || !said) fail(`planted stale mirror: replay exit ${m.status}\n${m.stderr}`);
+}
+
+// `reftrain compare --first-divergence` of a reference dump (reftrain's, or a clean replay's)
+// and the dump of a replay with a planted bug must name the first call of the planted kernel,
+// with its inputs within tolerance.
+function bisect(goldenDir, reference, registry, kernel, what) {
+  const out = join(work, `bisect-${what}`);
+  const r = replay(goldenDir, out, ['--registry', registry, '--steps', '1', '--dump-step', '1']);
+  if (r.status !== 0) return fail(`bisect ${what}: replay exit ${r.status}\n${r.stderr}`);
+  const a = join(reference, 'step-1.safetensors');
+  const cmp = run(reftrain, ['compare', '--first-divergence', a, join(out, 'step-1.safetensors'), '--json']);
+  const j = JSON.parse(cmp.stdout || '{}');
+  const head = readFileSync(a).subarray(8, 8 + Number(readFileSync(a).readBigUInt64LE(0))).toString();
+  const want = JSON.parse(JSON.parse(head).__metadata__.calls).find((c) => c.endsWith(`.${kernel}`));
+  console.log(`bisect ${what}: compare --first-divergence exit ${cmp.status}: call ${j.call}, inputs within ` +
+              `${j.inputs_within} (want ${want})`);
+  if (cmp.status !== 1 || j.call !== want || j.inputs_within !== true) fail(`bisect ${what}: ${cmp.stdout}${cmp.stderr}`);
+}
+
+function checkBisection() {
+  const eps = plant('planted_layernorm.mjs', 'layernorm_forward', 'norm.wgsl', [['const EPS: f32 = 1e-5;', 'const EPS: f32 = 1e-6;']]);
+  const rms = plant('planted_rmsnorm.mjs', 'rmsnorm_forward', 'norm.wgsl', [['const EPS: f32 = 1e-5;', 'const EPS: f32 = 1e-6;']]);
+  const attn = join(work, 'planted_attention.mjs');
+  for (const [preset, norm, bug] of [['tiny', 'layernorm_forward', eps], ['llama-tiny', 'rmsnorm_forward', rms]]) {
+    const dir = join(work, `golden-${preset}-fp32-adamw`);
+    const clean = join(work, `bisect-${preset}-clean`);
+    const r = replay(dir, clean, ['--steps', '1', '--dump-step', '1']);
+    if (r.status !== 0) { fail(`bisect ${preset}: clean replay exit ${r.status}\n${r.stderr}`); continue; }
+    bisect(dir, clean, bug, norm, `${preset}-${norm}-eps`);
+    bisect(dir, dir, bug, norm, `${preset}-${norm}-eps-vs-reftrain`);
+    bisect(dir, clean, attn, 'attention_backward', `${preset}-attention_backward-row-term`);
+    bisect(dir, dir, attn, 'attention_backward', `${preset}-attention_backward-row-term-vs-reftrain`);
+  }
+}
+
+rmSync(work, { recursive: true, force: true });
+mkdirSync(work, { recursive: true });
+const start = Date.now();
+for (const preset of ['tiny', 'llama-tiny']) {
+  for (const precision of ['fp32', 'mixed']) {
+    for (const optimizer of ['adamw', 'adamw8bit']) checkCombination(preset, precision, optimizer);
+  }
+}
+checkStaged();
+checkPlanted();
+checkBisection();
+console.log(`${((Date.now() - start) / 1000).toFixed(1)} s; ` +
+            (failures.length ? `${failures.length} failure(s)` : 'webgpu replay: all checks passed'));
+process.exit(failures.length ? 1 : 0);

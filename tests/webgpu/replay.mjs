@@ -1,0 +1,192 @@
+// node tests/webgpu/replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES]
+//                              [--registry FILE.mjs]
+//
+// Replays a `reftrain golden run` directory from its files alone (config.json, init.safetensors,
+// batches.safetensors) with the WGSL twins on WebGPU: every step's forward, loss, backward and
+// optimizer as the golden run's pipeline lists them, over one weight mega-buffer (and its
+// gradient, moments or 8-bit state, fp16 mirror) with every tensor bound where it lies. Writes
+// OUT_DIR/trace.jsonl and OUT_DIR/debug_state.safetensors (step 1) in the golden format, so that
+// `reftrain compare GOLDEN_DIR OUT_DIR` judges the replay. In mixed precision it also checks,
+// after every step, that the mirror is exactly f16(clamp(w, ±65504)) of the new weights, and
+// fails naming the first element that is not. A tensor whose offset the device cannot bind at
+// (WebGPU's default alignment is 256 bytes; lavapipe's 16) is copied to scratch around its
+// dispatch; --align 256 forces that path here. --registry FILE.mjs replaces kernels: its default
+// export maps kernel names to twins as registry.mjs's do (docs/webgpu.md). --dump-step K writes
+// OUT_DIR/step-K.safetensors, every kernel call of step K with its inputs and outputs
+// (replay/dump.mjs): `reftrain compare` of two such dumps names the first call that diverged.
+// Exit: 0 replayed, 1 failed, 2 bad usage.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { openDevice } from './gpu.mjs';
+import { makeRegistry } from './registry.mjs';
+import { readSafetensors, writeSafetensors } from './safetensors.mjs';
+import { Engine, view } from './replay/engine.mjs';
+import { makeContext } from './replay/model.mjs';
+import { buildGpt2 } from './replay/gpt2.mjs';
+import { buildLlama } from './replay/llama.mjs';
+import { buildOptimizer } from './replay/optimizer.mjs';
+import { instrument } from './replay/dump.mjs';
+import { f16Bits, shortest } from './replay/numbers.mjs';
+
+function parseArgs(argv) {
+  const a = { golden: null, out: null, steps: 0, align: 0, registry: null, dumpStep: 0 };
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    if (k === '--out') a.out = argv[++i];
+    else if (k === '--steps') a.steps = Number(argv[++i]);
+    else if (k === '--align') a.align = Number(argv[++i]);
+    else if (k === '--registry') a.registry = argv[++i];
+    else if (k === '--dump-step') a.dumpStep = Number(argv[++i]);
+    else if (!k.startsWith('--') && !a.golden) a.golden = k;
+    else throw new Error(`unknown argument ${k}`);
+  }
+  if (!a.golden || !a.out || !(a.steps >= 0)) throw new Error('usage: replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES] [--registry FILE.mjs]');
+  return a;
+}
+
+// The replay's registry: the fixture twins plus the q/k/v packing of replay.wgsl. reduce_norm_sq
+// runs as one workgroup (its grid-stride loop covers the buffer): with several, the order of
+// their atomic adds, hence the last bit of grad_norm and clip, changes from run to run.
+function replayRegistry() {
+  const r = makeRegistry();
+  r.reduce_norm_sq = { ...r.reduce_norm_sq, dispatch: () => [1] };
+  const each = (p) => [Math.ceil((p.N * p.C) / 256)];
+  r.pack_qkv = { file: 'replay.wgsl', entry: 'pack_qkv', dispatch: each };
+  r.unpack_qkv = { file: 'replay.wgsl', entry: 'unpack_qkv', dispatch: each };
+  return r;
+}
+
+function loadGolden(dir) {
+  const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+  if (config.format !== 'reftrain-golden-run') throw new Error(`${dir}/config.json is not a reftrain golden run`);
+  const init = readSafetensors(join(dir, 'init.safetensors'));
+  const layout = JSON.parse(init.metadata.layout);
+  const mega = JSON.parse(init.metadata.mega_buffer);
+  const w = new Float32Array(mega.floats);
+  for (const t of layout) w.set(init.tensors[t.name].data, t.offset);
+  const batches = readSafetensors(join(dir, 'batches.safetensors')).tensors;
+  return { config, layout, mega, w, inputs: batches.inputs, targets: batches.targets };
+}
+
+// Everything one step needs on the device, built once.
+function buildReplay(E, g) {
+  const total = g.mega.floats;
+  const mixed = g.config.train.precision === 'mixed';
+  const bufs = { w: E.storage(total * 4, g.w), g: E.storage(total * 4), w16: mixed ? E.storage(total * 2) : null };
+  const R = makeContext(E, g.config, g.layout, bufs);
+  const model = g.config.model.arch === 'llama' ? buildLlama(R) : buildGpt2(R);
+  const opt = buildOptimizer(R, g.config, g.mega.wd_end, total);
+  const cast = mixed ? [E.kernel('cast_f32_to_f16', [view(bufs.w, 0, total * 4), view(bufs.w16, 0, Math.ceil(total / 2) * 4),
+                                                     R.u(total)], { n: total }, 'init.cast_f32_to_f16')] : [];
+  return { R, model, opt, bufs, total, mixed, cast };
+}
+
+const f32s = (bytes) => new Float32Array(bytes);
+
+// z·mean(lse²) over the first V logits of each row, in double (the golden trace's z_loss).
+function zPart(logits, R) {
+  if (R.z === 0) return 0;
+  let sum = 0;
+  for (let i = 0; i < R.N; i++) {
+    const x = logits.subarray(i * R.Vp, i * R.Vp + R.V);
+    let m = x[0], s = 0;
+    for (let j = 1; j < R.V; j++) m = Math.max(m, x[j]);
+    for (let j = 0; j < R.V; j++) s += Math.exp(x[j] - m);
+    const lse = m + Math.log(s);
+    sum += lse * lse;
+  }
+  return (R.z * sum) / R.N;
+}
+
+function checkMirror(w, w16, step) {
+  for (let i = 0; i < w.length; i++) {
+    if (w16[i] !== f16Bits(w[i])) {
+      throw new Error(`step ${step}: mirror element ${i} is f16 bits 0x${w16[i].toString(16)}, ` +
+                      `f16(clamp(w)) of w = ${w[i]} is 0x${f16Bits(w[i]).toString(16)}`);
+    }
+  }
+}
+
+// One step: upload the batch, run forward → backward → optimizer, read back what the trace
+// (and at step 1 the debug state, in mixed precision the mirror check) needs.
+async function runStep(E, P, g, k, a) {
+  const { R, model, opt, bufs, total } = P;
+  const q = E.device.queue;
+  q.writeBuffer(R.tokens.buffer, 0, g.inputs.data, k * R.N, R.N);
+  q.writeBuffer(R.targets.buffer, 0, g.targets.data, k * R.N, R.N);
+  const lr = Math.fround(g.config.schedule.lrs[k]);
+  opt.setStep(k + 1, lr);
+  const logits = E.readback(model.S.logits);
+  const grads = k === 0 ? [E.readback(view(bufs.g, 0, total * 4))] : [];
+  const losses = E.readback(model.S.losses), stats = E.readback(opt.stats);
+  const mirror = P.mixed ? [E.readback(view(bufs.w, 0, total * 4)), E.readback(view(bufs.w16, 0, Math.ceil(total / 2) * 4))] : [];
+  const ops = [...model.forward, logits, ...model.backward, ...grads, ...opt.ops, losses, stats, ...mirror];
+  const dump = k + 1 === a.dumpStep ? instrument(E, ops, k + 1) : null;
+  E.device.queue.submit([E.encode(dump ? dump.ops : ops)]);
+  if (dump) {
+    const { tensors, metadata } = await dump.finish();
+    writeSafetensors(join(a.out, `step-${k + 1}.safetensors`), tensors, metadata);
+  }
+  const lossRows = f32s(await E.read(losses));
+  let sum = 0;
+  for (let i = 0; i < R.N; i++) sum += lossRows[i];
+  const [gradNorm, clip] = f32s(await E.read(stats));
+  const out = { loss: Math.fround(sum / R.N), logits: f32s(await E.read(logits)), gradNorm, clip, lr };
+  out.z = zPart(out.logits, R);
+  if (k === 0) out.grads = f32s(await E.read(grads[0]));
+  if (P.mixed) checkMirror(f32s(await E.read(mirror[0])).subarray(0, total), new Uint16Array(await E.read(mirror[1])), k + 1);
+  return out;
+}
+
+function debugState(g, R, r) {
+  const bt = [R.B, R.T];
+  const t = {
+    inputs: { dtype: 'I32', shape: bt, data: g.inputs.data.slice(0, R.N) },
+    targets: { dtype: 'I32', shape: bt, data: g.targets.data.slice(0, R.N) },
+    logits: { dtype: 'F32', shape: [R.B, R.T, R.Vp], data: r.logits },
+    loss: { dtype: 'F32', shape: [1], data: new Float32Array([r.loss]) },
+  };
+  for (const p of g.layout) t[`grad.${p.name}`] = { dtype: 'F32', shape: p.shape, data: r.grads.slice(p.offset, p.offset + p.numel) };
+  return t;
+}
+
+async function main() {
+  const a = parseArgs(process.argv.slice(2));
+  const g = loadGolden(a.golden);
+  const { device, description } = await openDevice({ limits: ['minStorageBufferOffsetAlignment'] });
+  const own = a.registry ? (await import(pathToFileURL(resolve(a.registry)).href)).default : {};
+  const E = new Engine(device, { ...replayRegistry(), ...own }, a.align);
+  device.pushErrorScope('validation');
+  const P = buildReplay(E, g);
+  if (P.cast.length) device.queue.submit([E.encode(P.cast)]);
+  const err = await device.popErrorScope();
+  if (err) throw new Error(`replay setup: ${err.message}`);
+  const steps = Math.min(a.steps || g.config.schedule.lrs.length, g.config.schedule.lrs.length, g.inputs.shape[0]);
+  mkdirSync(a.out, { recursive: true });
+  const m = g.config.model, t = g.config.train;
+  const lines = [JSON.stringify({ type: 'run', format: 'reftrain-golden-trace', producer: 'tests/webgpu/replay.mjs',
+                                  preset: g.config.preset, arch: m.arch, precision: t.precision, optimizer: g.config.optimizer.name,
+                                  steps, device: description })];
+  const start = performance.now();
+  for (let k = 0; k < steps; k++) {
+    device.pushErrorScope('validation');
+    const r = await runStep(E, P, g, k, a);
+    const e = await device.popErrorScope();
+    if (e) throw new Error(`step ${k + 1}: ${e.message}`);
+    if (k === 0) writeSafetensors(join(a.out, 'debug_state.safetensors'), debugState(g, P.R, r),
+                                  { format: 'reftrain-golden-debug-state', step: '1', producer: 'tests/webgpu/replay.mjs' });
+    lines.push(`{"type":"step","step":${k + 1},"loss":${shortest(r.loss)},"z_loss":${shortest(r.z)},` +
+               `"grad_norm":${shortest(r.gradNorm)},"clip":${shortest(r.clip)},"lr":${shortest(r.lr)}}`);
+  }
+  const ms = (performance.now() - start) / Math.max(1, steps);
+  writeFileSync(join(a.out, 'trace.jsonl'), `${lines.join('\n')}\n`);
+  const calls = [...P.model.forward, ...P.model.backward, ...P.opt.ops].filter((o) => o.op === 'dispatch').length;
+  console.log(`replayed ${steps} steps of ${a.golden} (${m.arch}, ${t.precision}, ${g.config.optimizer.name}) on ${description}: ` +
+              `${calls} dispatches, ${ms.toFixed(1)} ms/step -> ${a.out}`);
+}
+
+main().catch((e) => {
+  console.error(`replay.mjs: ${e.message}`);
+  process.exit(e.message.startsWith('usage') || e.message.startsWith('unknown argument') ? 2 : 1);
+});

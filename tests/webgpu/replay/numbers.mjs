@@ -1,0 +1,34 @@
+// Host-side number helpers of the replay: the f16 rounding the mirror must equal, and the
+// shortest decimal of an f32 (how reftrain writes the trace's numbers).
+const f = new Float32Array(1);
+const bits = new Uint32Array(f.buffer);
+
+// f16(clamp(x, ±65504)) as bits, rounded to nearest even, subnormals kept (cast_f32_to_f16).
+export function f16Bits(x) {
+  f[0] = Number.isNaN(x) ? x : Math.min(65504, Math.max(-65504, x));
+  const b = bits[0];
+  const sign = (b >>> 16) & 0x8000;
+  const e = ((b >>> 23) & 0xff) - 127 + 15;
+  let m = b & 0x7fffff;
+  if (((b >>> 23) & 0xff) === 0xff) return sign | 0x7c00 | (m ? 0x200 : 0);
+  if (e <= 0) {  // a subnormal f16 (or 0): the significand with its leading 1, shifted
+    if (e < -10) return sign;
+    m |= 0x800000;
+    const shift = 14 - e;
+    const h = m >>> shift, rem = m & ((1 << shift) - 1), half = 1 << (shift - 1);
+    return sign | (h + (rem > half || (rem === half && (h & 1)) ? 1 : 0));
+  }
+  const h = (e << 10) | (m >>> 13), rem = m & 0x1fff;
+  return sign | (h + (rem > 0x1000 || (rem === 0x1000 && (h & 1)) ? 1 : 0));
+}
+
+// The shortest decimal that reads back to the same f32.
+export function shortest(x) {
+  const v = Math.fround(x);
+  if (!Number.isFinite(v)) return JSON.stringify(String(v));
+  for (let p = 1; p < 17; p++) {
+    const s = v.toPrecision(p);
+    if (Math.fround(Number(s)) === v) return String(Number(s));
+  }
+  return String(v);
+}

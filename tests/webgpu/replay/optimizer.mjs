@@ -1,0 +1,66 @@
+// The optimizer of one step as engine operations, as optim/optimizer.cpp runs it:
+// reduce_norm_sq over the whole gradient buffer → finalize_grad_stats → the AdamW kernel on
+// [0, wd_end) with weight decay and on [wd_end, total) without, each bound as a sub-range of the
+// mega-buffers (the 8-bit state's blocks restart at wd_end); in mixed precision the fp16 mirror
+// is written by adamw_update_f16, or by a cast of the whole buffer after the 8-bit update.
+import { view } from './engine.mjs';
+
+const BLOCK = 256;
+const blocks = (n) => Math.ceil(n / BLOCK);
+const f32 = Math.fround;
+
+// The 8-bit state: codes (4 per u32 word, at the element's byte) and one scale per block of
+// each range. The second range's scales start at a multiple of 4 floats, so that its binding
+// offset is 16-byte aligned (the gap is never read).
+function eightBitState(E, wdEnd, total) {
+  const firstScales = Math.ceil(blocks(wdEnd) / 4) * 4;
+  const scales = (firstScales + blocks(total - wdEnd)) * 4;
+  const words = Math.ceil(total / 4) * 4;
+  return { mc: E.storage(words), vc: E.storage(words), ms: E.storage(scales), vs: E.storage(scales), firstScales };
+}
+
+function rangeBindings(R, st, begin, size, hp, stats, eight) {
+  const { E, bufs } = R;
+  const fv = (b) => view(b, begin * 4, size * 4);
+  if (!eight) {
+    const base = [fv(bufs.w), fv(bufs.g), fv(st.m), fv(st.v), stats, R.u(size), hp, st.bias];
+    return R.mixed ? [...base, view(bufs.w16, begin * 2, Math.ceil(size / 2) * 4)] : base;
+  }
+  const codes = (b) => view(b, begin, Math.ceil(size / 4) * 4);
+  const first = begin === 0 ? 0 : st.firstScales;
+  const scales = (b) => view(b, first * 4, blocks(size) * 4);
+  return [fv(bufs.w), fv(bufs.g), codes(st.mc), codes(st.vc), scales(st.ms), scales(st.vs), stats, R.u(size), hp, st.bias];
+}
+
+// {ops, stats (view of [grad_norm, clip]), setStep(t, lr)}.
+export function buildOptimizer(R, config, wdEnd, total) {
+  const { E, bufs } = R;
+  const o = config.optimizer;
+  const eight = o.name === 'adamw8bit';
+  if (!['adamw', 'adamw8bit'].includes(o.name)) throw new Error(`replay: optimizer ${o.name} is not replayed`);
+  const st = eight ? eightBitState(E, wdEnd, total) : { m: E.storage(total * 4), v: E.storage(total * 4) };
+  st.bias = E.vec4();
+  const normSq = view(E.storage(16), 0, 4);
+  const stats = view(E.storage(16), 0, 8);
+  const maxNorm = f32(o.clip) > 0 ? f32(o.clip) : 3.4e38;  // no clipping: the factor stays 1
+  const name = eight ? 'adamw_8bit_update' : R.mixed ? 'adamw_update_f16' : 'adamw_update';
+  const ranges = [[0, wdEnd, f32(o.wd)], [wdEnd, total - wdEnd, 0]].filter(([, size]) => size > 0)
+    .map(([begin, size, wd]) => ({ begin, size, wd, hp: E.vec4() }));
+  const ops = [
+    E.clear(normSq),
+    E.kernel('reduce_norm_sq', [view(bufs.g, 0, total * 4), normSq, R.u(total)], { n: total }, 'optim.reduce_norm_sq'),
+    E.kernel('finalize_grad_stats', [normSq, stats, R.f(maxNorm)], {}, 'optim.finalize_grad_stats'),
+    ...ranges.map((r) => E.kernel(name, rangeBindings(R, st, r.begin, r.size, r.hp, stats, eight), { size: r.size },
+                                  `optim.${name}`)),
+  ];
+  if (eight && R.mixed) {
+    ops.push(E.kernel('cast_f32_to_f16', [view(bufs.w, 0, total * 4), view(bufs.w16, 0, Math.ceil(total / 2) * 4), R.u(total)],
+                      { n: total }, 'optim.cast_f32_to_f16'));
+  }
+  const [b1, b2, eps] = [f32(o.beta1), f32(o.beta2), f32(o.eps)];
+  const setStep = (t, lr) => {
+    for (const r of ranges) E.device.queue.writeBuffer(r.hp.buffer, 0, new Float32Array([lr, b1, b2, r.wd]));
+    E.device.queue.writeBuffer(st.bias.buffer, 0, new Float32Array([f32(b1 ** t), f32(b2 ** t), eps, 0]));
+  };
+  return { ops, stats, setStep };
+}
