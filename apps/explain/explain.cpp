@@ -149,6 +149,7 @@ const std::vector<Explainer>& explainers() {
     add_loss(v);
     add_cast(v);
     add_optimizer(v);
+    add_determinism(v);
     return v;
   }();
   return all;

@@ -1,6 +1,6 @@
-// The study pages (docs/kernels/) and `reftrain explain` must agree: every worked example on a
-// page is the verbatim output of the command named in the marker above it, and every kernel
-// `explain --list` names has its page, which shows its example.
+// The study pages (docs/kernels/, and docs/training.md) and `reftrain explain` must agree: every
+// worked example on a page is the verbatim output of the command named in the marker above it, and
+// every kernel `explain --list` names has its page, which shows its example.
 //
 // A page marks an example as
 //   <!-- reftrain explain NAME --seed S -->
@@ -33,16 +33,18 @@ struct Example {
 std::vector<Example> examples() {
   const std::regex marker(R"(<!-- reftrain (explain [a-z0-9_]+ --seed [0-9]+) -->\n```text\n)");
   std::vector<Example> out;
-  for (const auto& entry : fs::directory_iterator(kDocs)) {
-    if (entry.path().extension() != ".md") continue;
-    const std::string page = read_file(entry.path().string());
+  std::vector<fs::path> pages = {fs::path(REFTRAIN_SOURCE_DIR) / "docs" / "training.md"};
+  for (const auto& entry : fs::directory_iterator(kDocs)) pages.push_back(entry.path());
+  for (const fs::path& path : pages) {
+    if (path.extension() != ".md") continue;
+    const std::string page = read_file(path.string());
     for (auto it = std::sregex_iterator(page.begin(), page.end(), marker);
          it != std::sregex_iterator(); ++it) {
       const size_t begin = size_t(it->position(0) + it->length(0));
       const size_t end = page.find("```\n", begin);
-      EXPECT_NE(end, std::string::npos) << entry.path() << ": unterminated example";
+      EXPECT_NE(end, std::string::npos) << path << ": unterminated example";
       if (end == std::string::npos) continue;
-      out.push_back({entry.path().filename().string(), (*it)[1], page.substr(begin, end - begin)});
+      out.push_back({path.filename().string(), (*it)[1], page.substr(begin, end - begin)});
     }
   }
   return out;
