@@ -61,6 +61,60 @@ TEST(Explain, EveryPageExampleIsTheProgramsOutput) {
   }
 }
 
+// The definition of `function` in `source`: from its signature (and a `template` line right
+// above it) to the first line that is a lone "}". Empty when the file defines no such function.
+std::string definition(const std::string& source, const std::string& function) {
+  std::vector<std::string> lines;
+  std::istringstream in(source);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::regex signature("^[A-Za-z_][\\w:<>,\\s\\*&]*\\b" + function + "\\(");
+  auto last = [](const std::string& l) { return l.empty() ? '\0' : l.back(); };
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!std::regex_search(lines[i], signature)) continue;
+    size_t j = i;
+    while (j < lines.size() && last(lines[j]) != '{' && last(lines[j]) != ';') ++j;
+    if (j == lines.size() || last(lines[j]) == ';') continue;  // a declaration
+    const size_t start = i > 0 && lines[i - 1].rfind("template", 0) == 0 ? i - 1 : i;
+    std::string text;
+    for (size_t k = start; k < lines.size(); ++k) {
+      text += lines[k] + "\n";
+      if (k > j && lines[k] == "}") return text;
+    }
+  }
+  return "";
+}
+
+TEST(Explain, EveryCodeListingIsTheSource) {
+  const std::regex marker(R"(<!-- listing ([\w/.]+) (\w+) -->\n```cpp\n)");
+  int listings = 0;
+  for (const auto& entry : fs::directory_iterator(kDocs)) {
+    const std::string page = read_file(entry.path().string());
+    for (auto it = std::sregex_iterator(page.begin(), page.end(), marker);
+         it != std::sregex_iterator(); ++it) {
+      const std::string file = (*it)[1], function = (*it)[2];
+      SCOPED_TRACE(entry.path().filename().string() + ": " + file + " " + function);
+      const size_t begin = size_t(it->position(0) + it->length(0));
+      const size_t end = page.find("```\n", begin);
+      ASSERT_NE(end, std::string::npos) << "unterminated listing";
+      const std::string source = read_file(std::string(REFTRAIN_SOURCE_DIR) + "/" + file);
+      const std::string wanted = definition(source, function);
+      EXPECT_FALSE(wanted.empty()) << file << " defines no " << function;
+      EXPECT_EQ(page.substr(begin, end - begin), wanted) << "copy the function again from " << file;
+      ++listings;
+    }
+  }
+  EXPECT_GE(listings, 12);
+}
+
+TEST(Explain, DefinitionSkipsDeclarationsAndEndsAtTheClosingBrace) {
+  const std::string source =
+      "void f(int x);\nint g();\ntemplate <typename T>\nvoid f(T x,\n       int y) {\n  if (x) "
+      "{\n  }\n}\nvoid h() {}\n";
+  EXPECT_EQ(definition(source, "f"),
+            "template <typename T>\nvoid f(T x,\n       int y) {\n  if (x) {\n  }\n}\n");
+  EXPECT_EQ(definition(source, "missing"), "");
+}
+
 TEST(Explain, EveryKernelHasItsPageAndExample) {
   const CommandResult list = run_reftrain("explain --list");
   ASSERT_EQ(list.exit_code, 0) << list.output;
