@@ -1,11 +1,13 @@
 // The study pages read as a course: docs/README.md names the first page, every page ends with a
 // "Next:" link to an existing page, following those links from the first page visits every page
-// once and returns to the README, and no link of the documentation leaves the repository.
+// once and returns to the README, no link of the documentation leaves the repository, and every
+// symbol a page lists is in the README's notation table.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -106,6 +108,38 @@ TEST(Course, NoLinkLeavesTheRepository) {
       const fs::path target = fs::weakly_canonical(doc.parent_path() / link);
       EXPECT_EQ(target.string().rfind(root, 0), 0u) << doc << ": " << link << " leaves the repo";
       EXPECT_TRUE(fs::exists(target)) << doc << ": " << link << " does not exist";
+    }
+  }
+}
+
+// The symbols of the README's notation table: the first cell of each row, split at ", ".
+std::set<std::string> notation() {
+  const std::string text = read_file(kReadme.string());
+  const size_t begin = text.find("\n## Notation\n");
+  const size_t end = text.find("\n## ", begin + 1);
+  std::istringstream rows(text.substr(begin, end - begin));
+  std::set<std::string> symbols;
+  for (std::string row; std::getline(rows, row);) {
+    if (row.rfind("| ", 0) != 0 || row.rfind("| symbol", 0) == 0) continue;
+    std::istringstream cell(row.substr(2, row.find(" |", 2) - 2));
+    for (std::string sym; std::getline(cell, sym, ',');) symbols.insert(sym.substr(sym[0] == ' '));
+  }
+  return symbols;
+}
+
+TEST(Course, EveryPagesSymbolsAreInTheNotationTable) {
+  const std::set<std::string> table = notation();
+  ASSERT_GT(table.size(), 30u);
+  static const std::regex word("`([^`]+)`");
+  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+    const std::string text = read_file(e.path().string());
+    const size_t at = text.find("\nSymbols: ");
+    ASSERT_NE(at, std::string::npos) << e.path() << " has no \"Symbols:\" line";
+    const std::string line = text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+    for (auto it = std::sregex_iterator(line.begin(), line.end(), word);
+         it != std::sregex_iterator(); ++it) {
+      EXPECT_TRUE(table.count((*it)[1])) << e.path().filename() << ": " << (*it)[1]
+                                         << " is not in docs/README.md's notation table";
     }
   }
 }
