@@ -153,20 +153,20 @@ void run_swiglu(Printer& out, uint64_t seed) {
   }
 }
 
-// The llama FFN block: gate = x Wgateᵀ, up = x Wupᵀ, h = swiglu(gate, up), y = h Wdownᵀ.
+// The llama FFN block: gate = x Wgateᵀ, up = x Wupᵀ, swi = swiglu(gate, up), y = swi Wdownᵀ.
 // N=2 rows, C=2 channels, F=3 hidden units, no biases.
 struct Ffn {
   int N, C, F;
   Vec wgate, wup, wdown;
-  // The forward, keeping what the backward reads: x, gate, up and h.
-  void forward(Vec& gate, Vec& up, Vec& h, Vec& y, const Vec& x) const {
+  // The forward, keeping what the backward reads: x, gate, up and swi.
+  void forward(Vec& gate, Vec& up, Vec& swi, Vec& y, const Vec& x) const {
     gate.assign(size_t(N) * F, 0.0), up.assign(size_t(N) * F, 0.0);
-    h.assign(size_t(N) * F, 0.0), y.assign(size_t(N) * C, 0.0);
+    swi.assign(size_t(N) * F, 0.0), y.assign(size_t(N) * C, 0.0);
     const Matmul& mm = teaching_matmul();
     linear_forward<double, double>(mm, gate.data(), x.data(), wgate.data(), nullptr, N, C, F);
     linear_forward<double, double>(mm, up.data(), x.data(), wup.data(), nullptr, N, C, F);
-    swiglu_forward(h.data(), gate.data(), up.data(), h.size());
-    linear_forward<double, double>(mm, y.data(), h.data(), wdown.data(), nullptr, N, F, C);
+    swiglu_forward(swi.data(), gate.data(), up.data(), swi.size());
+    linear_forward<double, double>(mm, y.data(), swi.data(), wdown.data(), nullptr, N, F, C);
   }
 };
 
@@ -187,27 +187,27 @@ void run_ffn_backward(Printer& out, uint64_t seed) {
   out.mat("Wup", ffn.wup, F, C);
   out.mat("Wdown", ffn.wdown, C, F);
 
-  out.section("forward (saved: x, gate, up, h)");
-  Vec gate, up, h, y;
-  ffn.forward(gate, up, h, y, x);
+  out.section("forward (saved: x, gate, up, swi)");
+  Vec gate, up, swi, y;
+  ffn.forward(gate, up, swi, y, x);
   out.mat("gate = x Wgate^T", gate, N, F);
   out.mat("up = x Wup^T", up, N, F);
-  out.mat("h = silu(gate) * up", h, N, F);
-  out.mat("y = h Wdown^T", y, N, C);
+  out.mat("swi = silu(gate) * up", swi, N, F);
+  out.mat("y = swi Wdown^T", y, N, C);
 
   out.section("backward, stage by stage, from dy");
   const Vec dy = in.uniform(size_t(N) * C, -1, 1);
   out.mat("dy (upstream)", dy, N, C);
-  out.line("  stage 3, y = h Wdown^T:  dh = dy Wdown,  dWdown = dy^T h");
-  Vec dh(size_t(N) * F, 0.0), dwdown(size_t(C) * F, 0.0);
-  linear_backward<double, double>(teaching_matmul(), dh.data(), dwdown.data(), nullptr, dy.data(),
-                                  h.data(), ffn.wdown.data(), N, F, C);
-  out.mat("dh", dh, N, F);
+  out.line("  stage 3, y = swi Wdown^T:  dswi = dy Wdown,  dWdown = dy^T swi");
+  Vec dswi(size_t(N) * F, 0.0), dwdown(size_t(C) * F, 0.0);
+  linear_backward<double, double>(teaching_matmul(), dswi.data(), dwdown.data(), nullptr, dy.data(),
+                                  swi.data(), ffn.wdown.data(), N, F, C);
+  out.mat("dswi", dswi, N, F);
   out.mat("dWdown", dwdown, C, F);
-  out.line("  stage 2, h = silu(gate) * up:");
-  out.line("    dgate = dh up silu'(gate),  dup = dh silu(gate)");
+  out.line("  stage 2, swi = silu(gate) * up:");
+  out.line("    dgate = dswi up silu'(gate),  dup = dswi silu(gate)");
   Vec dgate(size_t(N) * F, 0.0), dup(size_t(N) * F, 0.0);
-  swiglu_backward(dgate.data(), dup.data(), dh.data(), gate.data(), up.data(), dh.size());
+  swiglu_backward(dgate.data(), dup.data(), dswi.data(), gate.data(), up.data(), dswi.size());
   out.mat("dgate", dgate, N, F);
   out.mat("dup", dup, N, F);
   out.line("  stage 1, gate = x Wgate^T and up = x Wup^T both read x:");

@@ -153,6 +153,91 @@ void fused_forward(Printer& out, const Problem& p, const std::vector<double>& y)
   agree(out, "out of the fused kernel vs attention_forward", yf, y);
 }
 
+// One block of keys [u0, u1) of row t folded into the running m, l, acc as the fused kernel
+// does it: the block's max first, one rescale of what was summed, then the block's terms.
+void fold_tile(Printer& out, const Vec& s, const Vec& v, int u0, int u1, double& m, double& l,
+               Vec& acc) {
+  double block = -INFINITY;
+  for (int u = u0; u < u1; ++u) block = std::max(block, s[u]);
+  const double m_new = std::max(m, block);
+  const bool first = m == -INFINITY;  // the kernel skips the rescale while m = -inf
+  const double c = first ? 1.0 : std::exp(m - m_new);
+  l *= c;
+  for (double& a : acc) a *= c;
+  for (int u = u0; u < u1; ++u) {
+    const double e = std::exp(s[u] - m_new);
+    l += e;
+    for (int i = 0; i < HS; ++i) acc[i] += e * v[size_t(u) * HS + i];
+  }
+  m = m_new;
+  out.line("    block max =" + num(block, "%8.4f") + "   m =" + num(m, "%8.4f") +
+           (first ? "   c: none (m was -inf)" : "   c =" + num(c, "%7.4f")) +
+           "   l =" + num(l, "%8.4f"));
+  out.vec("  acc", acc);
+}
+
+// A second, longer problem: a row of the fused kernel that crosses from one key tile of 32 into
+// the next, so that the block-wise rescale shows in numbers.
+struct LongProblem {
+  Vec q, k, v, qkv;
+  int row = -1;        // the row whose running max moves most from tile 0 to tile 1
+  std::vector<Vec> s;  // scaled scores of the rows from 32 on, -inf for u > t
+};
+
+// T = 40 random positions; `draw` picks the inputs, and the caller draws until one row's max
+// moves from the first key tile to the second, so that the rescale does something.
+LongProblem long_problem(uint64_t seed, int draw, int TT, int tile) {
+  Inputs in(seed * 1000 + uint64_t(draw) + 1);
+  LongProblem p;
+  p.q = in.uniform(size_t(TT) * HS, -1, 1), p.k = in.uniform(size_t(TT) * HS, -1, 1);
+  p.v = in.uniform(size_t(TT) * HS, -1, 1), p.qkv.assign(size_t(TT) * 3 * C, 0.0);
+  for (int t = 0; t < TT; ++t) {
+    for (int c = 0; c < C; ++c) {
+      p.qkv[size_t(t) * 3 * C + c] = p.q[size_t(t) * C + c];
+      p.qkv[size_t(t) * 3 * C + C + c] = p.k[size_t(t) * C + c];
+      p.qkv[size_t(t) * 3 * C + 2 * C + c] = p.v[size_t(t) * C + c];
+    }
+  }
+  p.s.assign(TT, Vec(TT, -INFINITY));
+  double best = 0.0;
+  for (int r = tile; r < TT; ++r) {
+    for (int u = 0; u <= r; ++u) p.s[r][u] = dot(p.q, r, p.k, u) / std::sqrt(double(HS));
+    const double gain = *std::max_element(&p.s[r][tile], &p.s[r][r + 1]) -
+                        *std::max_element(&p.s[r][0], &p.s[r][tile]);
+    if (gain > best) best = gain, p.row = r;
+  }
+  return p;
+}
+
+// A second, longer problem: a row of the fused kernel that crosses from one key tile of 32 into
+// the next, so that the block-wise rescale shows in numbers.
+void tile_crossing(Printer& out, uint64_t seed) {
+  constexpr int TT = 40, kTile = 32;
+  LongProblem lp;
+  for (int draw = 0; lp.row < 0; ++draw) lp = long_problem(seed, draw, TT, kTile);
+  const int t = lp.row;
+  const Vec& v = lp.v;
+  const std::vector<Vec>& rows = lp.s;
+  Vec y(size_t(TT) * C), lse(TT);
+  attention_forward_fast(y.data(), lse.data(), lp.qkv.data(), B, TT, C, NH);
+  out.section("the fused kernel's key tiles: one row across two tiles of 32 keys");
+  out.line("  (a second problem: one head, T=" + std::to_string(TT) +
+           ", hs=2; row t=" + std::to_string(t) + " sees keys 0.." + std::to_string(t) + ")");
+  double m = -INFINITY, l = 0.0;
+  Vec acc(HS, 0.0);
+  out.line("  tile 0, keys 0..31, below the diagonal: every key visible");
+  fold_tile(out, rows[t], v, 0, kTile, m, l, acc);
+  out.line("  tile 1, keys 32..63, the diagonal: keys " + std::to_string(t + 1) +
+           "..63 get s = -inf, so p = 0");
+  fold_tile(out, rows[t], v, kTile, t + 1, m, l, acc);
+  Vec o(HS), mine = {0.0, 0.0, m + std::log(l)};
+  for (int i = 0; i < HS; ++i) mine[i] = o[i] = acc[i] / l;
+  out.vec("out[" + std::to_string(t) + "] = acc / l", o);
+  out.scalar("lse[" + std::to_string(t) + "] = m + log(l)", m + std::log(l));
+  agree(out, "out and lse vs attention_forward_fast's", mine,
+        {y[size_t(t) * C], y[size_t(t) * C + 1], lse[t]});
+}
+
 void run_attention(Printer& out, uint64_t seed) {
   const Problem p = make_problem(seed);
   const double scale = 1.0 / std::sqrt(double(HS));
@@ -246,6 +331,7 @@ void run_attention(Printer& out, uint64_t seed) {
     out.scalar("logsumexp = m + log(l)", m + std::log(l), "(all the fused backward keeps)");
   }
   fused_forward(out, p, y);
+  tile_crossing(out, seed);
 
   out.section("backward (docs/kernels/10_attention_backward.md derives it)");
   out.mat("dout [T,hs] (upstream gradient)", p.dout, T, HS);

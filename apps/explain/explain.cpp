@@ -139,6 +139,7 @@ std::vector<int> Inputs::tokens(size_t n, int vocab) {
 const std::vector<Explainer>& explainers() {
   static const std::vector<Explainer> all = [] {
     std::vector<Explainer> v;
+    add_backprop(v);
     add_embed(v);
     add_norm(v);
     add_linear(v);
@@ -148,6 +149,7 @@ const std::vector<Explainer>& explainers() {
     add_loss(v);
     add_cast(v);
     add_optimizer(v);
+    add_determinism(v);
     return v;
   }();
   return all;

@@ -51,7 +51,7 @@ class Inputs {
 struct Explainer {
   std::string name;     // what `reftrain explain NAME` takes
   std::string summary;  // one line for --list
-  std::string page;     // docs/kernels/NN_*.md
+  std::string page;     // docs/kernels/NN_*.md (docs/training.md for determinism)
   void (*run)(Printer& out, uint64_t seed);
 };
 
@@ -73,10 +73,14 @@ double max_abs_diff(const Vec& a, const Vec& b);
 // The matmul variant the examples run: naive, the textbook loop (one thread).
 const Matmul& teaching_matmul();
 
-// Every kernel, in pipeline order.
+// The primer, then every kernel, in pipeline order.
 const std::vector<Explainer>& explainers();
 
-// One function per kernel family, each in its own file under apps/explain/.
+// One function per kernel family, each in its own file under apps/explain/; add_backprop is the
+// primer before them (no kernel: the chain rule on a two-op graph).
+void add_backprop(std::vector<Explainer>& v);
+// add_determinism: one sum in several orders, for docs/training.md (no kernel either).
+void add_determinism(std::vector<Explainer>& v);
 void add_embed(std::vector<Explainer>& v);
 void add_norm(std::vector<Explainer>& v);
 void add_linear(std::vector<Explainer>& v);

@@ -370,11 +370,11 @@ void run_adamw_8bit_update(Printer& out, uint64_t seed) {
   irow(out, "code", v_codes(vc1), 4);
   std::vector<float> vq(n);
   dequantize_v(vc1.data(), vs1, n, vq.data());
-  row(out, "v_hat", widen(vq), "%11.3e", 4);
+  row(out, "v_deq", widen(vq), "%11.3e", 4);
   const std::string big = fmt("%.0f", mhat6 / 1e-8);
   out.line("  element 6: sqrt(v)/s = " + fmt("%.3f", q[6]) +
            " rounds to 0, but a positive v keeps code 1");
-  out.line("  (v_hat >= 4v, never 0). A linear code v/(vmax/255) = " +
+  out.line("  (v_deq >= 4v, never 0). A linear code v/(vmax/255) = " +
            fmt("%.4f", double(v[6]) / (vmax / 255.0)) + " would store 0:");
   out.line("  element 6's next update would be about m_hat/eps = " + big + " (a step of " + big +
            "*lr).");

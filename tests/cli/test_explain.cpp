@@ -1,6 +1,6 @@
-// The study pages (docs/kernels/) and `reftrain explain` must agree: every worked example on a
-// page is the verbatim output of the command named in the marker above it, and every kernel
-// `explain --list` names has its page, which shows its example.
+// The study pages (docs/kernels/, and docs/training.md) and `reftrain explain` must agree: every
+// worked example on a page is the verbatim output of the command named in the marker above it, and
+// every kernel `explain --list` names has its page, which shows its example.
 //
 // A page marks an example as
 //   <!-- reftrain explain NAME --seed S -->
@@ -33,16 +33,18 @@ struct Example {
 std::vector<Example> examples() {
   const std::regex marker(R"(<!-- reftrain (explain [a-z0-9_]+ --seed [0-9]+) -->\n```text\n)");
   std::vector<Example> out;
-  for (const auto& entry : fs::directory_iterator(kDocs)) {
-    if (entry.path().extension() != ".md") continue;
-    const std::string page = read_file(entry.path().string());
+  std::vector<fs::path> pages = {fs::path(REFTRAIN_SOURCE_DIR) / "docs" / "training.md"};
+  for (const auto& entry : fs::directory_iterator(kDocs)) pages.push_back(entry.path());
+  for (const fs::path& path : pages) {
+    if (path.extension() != ".md") continue;
+    const std::string page = read_file(path.string());
     for (auto it = std::sregex_iterator(page.begin(), page.end(), marker);
          it != std::sregex_iterator(); ++it) {
       const size_t begin = size_t(it->position(0) + it->length(0));
       const size_t end = page.find("```\n", begin);
-      EXPECT_NE(end, std::string::npos) << entry.path() << ": unterminated example";
+      EXPECT_NE(end, std::string::npos) << path << ": unterminated example";
       if (end == std::string::npos) continue;
-      out.push_back({entry.path().filename().string(), (*it)[1], page.substr(begin, end - begin)});
+      out.push_back({path.filename().string(), (*it)[1], page.substr(begin, end - begin)});
     }
   }
   return out;
@@ -57,6 +59,60 @@ TEST(Explain, EveryPageExampleIsTheProgramsOutput) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(e.text, r.output) << "regenerate the example with: ./build/reftrain " << e.args;
   }
+}
+
+// The definition of `function` in `source`: from its signature (and a `template` line right
+// above it) to the first line that is a lone "}". Empty when the file defines no such function.
+std::string definition(const std::string& source, const std::string& function) {
+  std::vector<std::string> lines;
+  std::istringstream in(source);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  const std::regex signature("^[A-Za-z_][\\w:<>,\\s\\*&]*\\b" + function + "\\(");
+  auto last = [](const std::string& l) { return l.empty() ? '\0' : l.back(); };
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (!std::regex_search(lines[i], signature)) continue;
+    size_t j = i;
+    while (j < lines.size() && last(lines[j]) != '{' && last(lines[j]) != ';') ++j;
+    if (j == lines.size() || last(lines[j]) == ';') continue;  // a declaration
+    const size_t start = i > 0 && lines[i - 1].rfind("template", 0) == 0 ? i - 1 : i;
+    std::string text;
+    for (size_t k = start; k < lines.size(); ++k) {
+      text += lines[k] + "\n";
+      if (k > j && lines[k] == "}") return text;
+    }
+  }
+  return "";
+}
+
+TEST(Explain, EveryCodeListingIsTheSource) {
+  const std::regex marker(R"(<!-- listing ([\w/.]+) (\w+) -->\n```cpp\n)");
+  int listings = 0;
+  for (const auto& entry : fs::directory_iterator(kDocs)) {
+    const std::string page = read_file(entry.path().string());
+    for (auto it = std::sregex_iterator(page.begin(), page.end(), marker);
+         it != std::sregex_iterator(); ++it) {
+      const std::string file = (*it)[1], function = (*it)[2];
+      SCOPED_TRACE(entry.path().filename().string() + ": " + file + " " + function);
+      const size_t begin = size_t(it->position(0) + it->length(0));
+      const size_t end = page.find("```\n", begin);
+      ASSERT_NE(end, std::string::npos) << "unterminated listing";
+      const std::string source = read_file(std::string(REFTRAIN_SOURCE_DIR) + "/" + file);
+      const std::string wanted = definition(source, function);
+      EXPECT_FALSE(wanted.empty()) << file << " defines no " << function;
+      EXPECT_EQ(page.substr(begin, end - begin), wanted) << "copy the function again from " << file;
+      ++listings;
+    }
+  }
+  EXPECT_GE(listings, 12);
+}
+
+TEST(Explain, DefinitionSkipsDeclarationsAndEndsAtTheClosingBrace) {
+  const std::string source =
+      "void f(int x);\nint g();\ntemplate <typename T>\nvoid f(T x,\n       int y) {\n  if (x) "
+      "{\n  }\n}\nvoid h() {}\n";
+  EXPECT_EQ(definition(source, "f"),
+            "template <typename T>\nvoid f(T x,\n       int y) {\n  if (x) {\n  }\n}\n");
+  EXPECT_EQ(definition(source, "missing"), "");
 }
 
 TEST(Explain, EveryKernelHasItsPageAndExample) {
@@ -81,10 +137,10 @@ TEST(Explain, EveryKernelHasItsPageAndExample) {
   EXPECT_GE(kernels, 12);
 }
 
-TEST(Explain, TheTwelvePagesAndTheIndexExist) {
+TEST(Explain, ThePagesAndTheIndexExist) {
   for (const char* page :
-       {"01_embed.md", "02_norm.md", "03_linear.md", "04_rope.md", "05_attention.md",
-        "06_swiglu.md", "07_loss.md", "08_cast.md", "09_backward_ffn.md",
+       {"00_backprop.md", "01_embed.md", "02_norm.md", "03_linear.md", "04_rope.md",
+        "05_attention.md", "06_swiglu.md", "07_loss.md", "08_cast.md", "09_backward_ffn.md",
         "10_attention_backward.md", "11_linear_backward.md", "12_optimizer.md"}) {
     EXPECT_TRUE(fs::exists(kDocs + "/" + page)) << page;
   }
