@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "apps/explain/explain.h"
 #include "core/base/error.h"
@@ -43,7 +44,9 @@ int run_explain(const ExplainArgs& a) {
 CommandRunner add_explain_command(CLI::App& app) {
   auto a = std::make_shared<ExplainArgs>();
   app.add_option("kernel", a->kernel, "the kernel to walk through (see --list)");
-  app.add_option("--seed", a->seed, "seed of the tiny example's numbers")->capture_default_str();
+  app.add_option("--seed", a->seed, "seed of the tiny example's numbers")
+      ->capture_default_str()
+      ->transform(decimal_seed());
   app.add_flag("--list", a->list, "list the kernels and their study pages");
   return [a] { return run_explain(*a); };
 }

@@ -59,7 +59,7 @@ CommandRunner add_golden_run(CLI::App& app) {
   auto a = std::make_shared<GoldenRunArgs>();
   app.add_option("--preset", a->preset, "model and recipe (see `reftrain presets`)")->required();
   app.add_option("--steps", a->steps, "optimizer steps (the schedule spans them)")
-      ->check(CLI::Range(1, 1000000))
+      ->transform(decimal_int(1, 1000000))
       ->capture_default_str();
   for (const char* key : {"precision", "optimizer", "seed"}) {
     add_field_option(app, train_field(key), a->numbers, a->fields.emplace_back());
@@ -74,7 +74,9 @@ CommandRunner add_golden_kernels(CLI::App& app) {
   app.add_option("--arch", a->arch, "the kernels of one family, or all")
       ->check(CLI::IsMember({"all", "gpt2", "llama"}))
       ->capture_default_str();
-  app.add_option("--seed", a->seed, "seed of the fixtures' inputs")->capture_default_str();
+  app.add_option("--seed", a->seed, "seed of the fixtures' inputs")
+      ->capture_default_str()
+      ->transform(decimal_seed());
   app.add_option("--out", a->out, "the directory to write (created if missing)")->required();
   return [a] { return run_golden_kernels(*a); };
 }

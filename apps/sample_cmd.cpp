@@ -8,9 +8,9 @@
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
+#include "core/base/error.h"
 #include "core/train/checkpoint.h"
 #include "core/train/data.h"
-#include "core/base/error.h"
 #include "core/train/sample.h"
 
 namespace reftrain {
@@ -80,20 +80,21 @@ CommandRunner add_sample_command(CLI::App& app) {
   a->prompt_given = app.add_option("--prompt", a->prompt, "text to continue (default: a newline)");
   app.add_option("--tokens", a->options.tokens, "tokens to generate")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 24));
+      ->transform(decimal_int(0, 1 << 24));
   app.add_option("--temperature", a->options.temperature,
                  "softmax temperature; 0 = always the most likely token")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(decimal_real(true, 0.0));
   app.add_option("--top-k", a->options.top_k,
                  "draw from the K most likely tokens only (0 = from all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(decimal_int(0, INT32_MAX));
   a->seed_given = app.add_option("--seed", a->seed,
                                  "seed of the draws (default: the run's training seed; the same "
-                                 "seed gives the same text)");
+                                 "seed gives the same text)")
+                      ->transform(decimal_seed());
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")
-      ->check(CLI::Range(1, 4096));
+      ->transform(decimal_int(1, 4096));
   return [a] { return run_sample(*a); };
 }
 
