@@ -31,13 +31,13 @@ CLI::Validator validator(std::function<void(std::string&)> parse, const std::str
 }
 }  // namespace
 
-uint64_t parse_seed(const std::string& text, const std::string& flag) {
+uint64_t parse_seed(const std::string& text) {
   const bool digits = !text.empty() && text.size() <= 20 &&
                       text.find_first_not_of("0123456789") == std::string::npos;
   errno = 0;
   const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
   if (!digits || errno == ERANGE) {
-    throw usage_error(prefix(flag) + text + " is not an integer in [0, 18446744073709551615]");
+    throw usage_error("--seed " + text + " is not an integer in [0, 18446744073709551615]");
   }
   return v;
 }
@@ -86,11 +86,6 @@ CLI::Validator decimal_int(int64_t lo, int64_t hi) {
       "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
-CLI::Validator decimal_seed() {
-  return validator([](std::string& text) { text = std::to_string(parse_seed(text, "")); },
-                   "0 .. 2^64-1");
-}
-
 CLI::Validator decimal_real(bool single_precision, double lo) {
   return validator(
       [single_precision, lo](std::string& text) {
@@ -114,7 +109,7 @@ void add_field_option(CLI::App& app, const TrainField& field, TrainConfig& numbe
         } else if constexpr (std::is_same_v<M, float TrainConfig::*>) {
           o.option = app.add_option(flag, numbers.*m, field.help)->transform(decimal_real(true));
         } else if constexpr (std::is_same_v<M, uint64_t TrainConfig::*>) {
-          o.option = app.add_option(flag, o.text, field.help)->transform(decimal_seed());
+          o.option = app.add_option(flag, o.text, field.help);  // parse_seed in apply
         } else {
           using E = std::remove_reference_t<decltype(numbers.*m)>;
           o.option =

@@ -206,7 +206,8 @@ TEST(HardeningNumbers, NegativeSeedIsRefusedEverywhere) {
   for (const std::string cmd :
        {"train --preset tiny", "explain softmax", "golden kernels --out /nonexistent/x",
         "golden run --preset tiny --out /nonexistent/x", "sample --ckpt x"}) {
-    expect_user_error(cmd + " --seed -1", 2, "-1 is not an integer in [0, 18446744073709551615]");
+    expect_user_error(cmd + " --seed -1", 2,
+                      "--seed -1 is not an integer in [0, 18446744073709551615]");
   }
 }
 
