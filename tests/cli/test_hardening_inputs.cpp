@@ -204,7 +204,7 @@ TEST_F(HardeningCli, NonDecimalIntegersAreUsageErrors) {
 // `explain`/`golden kernels --seed -1` became 2^64-1 while `train` refused it.
 TEST(HardeningNumbers, NegativeSeedIsRefusedEverywhere) {
   for (const std::string cmd :
-       {"train --preset tiny", "explain softmax", "golden kernels --out /nonexistent/x",
+       {"train --preset tiny", "explain embed", "golden kernels --out /nonexistent/x",
         "golden run --preset tiny --out /nonexistent/x", "sample --ckpt x"}) {
     expect_user_error(cmd + " --seed -1", 2,
                       "--seed -1 is not an integer in [0, 18446744073709551615]");
