@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "core/base/error.h"
+#include "core/formats/atomic_file.h"
 
 namespace reftrain {
 
@@ -135,6 +136,21 @@ void apply_field_option(const FieldOption& o, const TrainConfig& numbers, TrainC
         }
       },
       o.field->member);
+}
+
+void refuse_clobbering(const std::vector<NamedPath>& outputs,
+                       const std::vector<NamedPath>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const NamedPath& out = outputs[i];
+    std::vector<NamedPath> others(inputs);
+    others.insert(others.end(), outputs.begin(), outputs.begin() + long(i));
+    for (const NamedPath& in : others) {
+      if (out.path.empty() || in.path.empty() || !same_file(out.path, in.path)) continue;
+      throw usage_error(out.flag + " " + out.path + " is the same file as " + in.flag + " " +
+                        in.path + ": writing one would destroy the other; choose another " +
+                        out.flag);
+    }
+  }
 }
 
 std::function<void(int32_t)> token_printer(bool byte_tokens) {

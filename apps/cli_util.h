@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/train/run_config.h"
 
@@ -42,6 +43,16 @@ void add_field_option(CLI::App& app, const TrainField& field, TrainConfig& numbe
                       FieldOption& out);
 // Sets the field in `t` from what the user gave (nothing when it was not given).
 void apply_field_option(const FieldOption& o, const TrainConfig& numbers, TrainConfig& t);
+
+// A file a command reads or writes, with the flag that named it (for messages).
+struct NamedPath {
+  std::string flag, path;
+};
+
+// A usage error when an output is the same file as an input or as another output (compared by
+// device and inode, so a link or another spelling of the path is caught): writing it would
+// destroy what the command reads, before anyone noticed. Empty paths are skipped.
+void refuse_clobbering(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
 // Prints each sampled token as soon as it is drawn, flushed: a text model's byte as it is, an
 // llm.c model's token id as " ID". Used by `sample` and by the sample that ends `train`.

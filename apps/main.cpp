@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   // A file-size limit (ulimit -f) then makes write() fail with EFBIG, which the writers report
   // in one line, instead of killing the process mid-file.
   std::signal(SIGXFSZ, SIG_IGN);
+  // `reftrain train | head -1`: a reader that goes away must not end the run (and lose its
+  // checkpoint); writes to the closed pipe fail with EPIPE, which stdio records and ignores.
+  std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"reftrain " REFTRAIN_VERSION ": train small GPTs on the CPU, bit-reproducibly"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("reftrain ") + REFTRAIN_VERSION);

@@ -5,10 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli_util.h"
 #include "apps/commands.h"
-#include "core/formats/atomic_file.h"
-#include "core/base/error.h"
 #include "apps/plot.h"
+#include "core/base/error.h"
+#include "core/formats/atomic_file.h"
 #include "core/formats/trace.h"
 
 namespace reftrain {
@@ -22,6 +23,10 @@ struct PlotArgs {
 
 int run_plot(const PlotArgs& a) {
   if (a.out.empty()) throw usage_error("--out needs a file name");
+  std::vector<NamedPath> inputs;
+  for (const std::string& path : a.traces) inputs.push_back({"trace", path});
+  refuse_clobbering({{"--out", a.out}}, inputs);
+  check_writable("--out", a.out);
   std::vector<Trace> traces;
   for (const std::string& path : a.traces) traces.push_back(read_trace(path));
   // Legend names: the file names, or the paths where two files share a name.

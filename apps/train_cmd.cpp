@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -366,14 +367,54 @@ void handle_nonfinite(const StepResult& r, bool skip, const Saver& saver, Progre
                     "; --skip-nonfinite skips such steps instead");
 }
 
+// SIGINT or SIGTERM, once received. The handler only sets it; the loop reads it between steps,
+// so a step (and its save) is never cut in the middle. A second signal ends the process at once.
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) {
+  if (g_stop_signal != 0) _exit(128 + sig);
+  g_stop_signal = sig;
+}
+
+void catch_stop_signals() {
+  struct sigaction sa = {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // writes and fsyncs in progress carry on
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// After a stop signal: the checkpoint of `step` (unless the loop just wrote it) or what was lost.
+int stop_on_signal(Trainer& trainer, Saver& saver, const RunPlan& p, int step) {
+  const int sig = g_stop_signal;
+  const std::string what = std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                           ": stopped after step " + std::to_string(step) + " of " +
+                           std::to_string(p.train.steps);
+  if (!p.out.empty() && step == p.start) {
+    std::printf("%s; no step taken since the start, nothing new to save\n", what.c_str());
+  } else if (!p.out.empty()) {
+    const std::string path = saver.due(step, p.stop) ? saver.last() : saver.save(trainer, step);
+    std::printf("%s; checkpoint %s; continue with: reftrain train --resume %s\n", what.c_str(),
+                path.c_str(), p.out.c_str());
+  } else {
+    std::printf(
+        "%s; its %d steps are lost (no --out); pass --out DIR to save a checkpoint when "
+        "stopped (and --save-every N to save while running)\n",
+        what.c_str(), step - p.start);
+  }
+  return 128 + sig;
+}
+
 struct LoopPlan {
   int start, stop;
   bool skip_nonfinite;
 };
 
 // The steps start+1 .. stop, with validation at step 0, every val_every steps and at the end,
-// each traced, and checkpoints as the Saver says.
-void train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan) {
+// each traced, and checkpoints as the Saver says. Returns the last step taken: before `stop`
+// when a stop signal came.
+int train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan) {
   const TrainConfig& train = trainer.train_config();
   Progress progress(plan.start, plan.stop, train.steps, train.batch * train.seq);
   auto validate_at = [&](int step) {
@@ -384,8 +425,8 @@ void train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& pla
     log.write({{"type", "val"}, {"step", step}, {"val_loss", json_float(val)}});
   };
   if (plan.start == 0) validate_at(0);
-  int skipped = 0;
-  for (int k = plan.start; k < plan.stop; ++k) {
+  int skipped = 0, done = plan.start;
+  for (int k = plan.start; k < plan.stop && g_stop_signal == 0; ++k) {
     const StepResult r = trainer.step(k);
     progress.step(r);
     log.write(step_line(r));
@@ -393,12 +434,14 @@ void train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& pla
     const bool last = r.step == train.steps;
     if (last || (train.val_every > 0 && r.step % train.val_every == 0)) validate_at(r.step);
     if (saver.due(r.step, plan.stop)) progress.line("checkpoint " + saver.save(trainer, r.step));
+    done = r.step;
   }
   progress.finish();
   std::printf(
-      "done: steps %d..%d in %s%s\n", plan.start + 1, plan.stop,
+      "done: steps %d..%d in %s%s\n", plan.start + 1, done,
       duration(progress.total_seconds()).c_str(),
       skipped ? (", " + std::to_string(skipped) + " skipped (loss not finite)").c_str() : "");
+  return done;
 }
 
 // The sample that ends a run: 256 tokens after a newline (an llm.c model: <|endoftext|>).
@@ -418,7 +461,16 @@ void print_sample(Trainer& trainer) {
 // was written to (continued_trace), then says where it resumed.
 std::vector<Json> trace_head(const std::string& path, const Json& run, const RunPlan& p) {
   if (!p.ckpt) return {run};
-  std::vector<Json> head = continued_trace(path, run, p.start);
+  const auto stored = p.ckpt->file.metadata.find("run");
+  const Json ckpt_run = stored == p.ckpt->file.metadata.end()
+                            ? Json()
+                            : Json::parse(stored->second, nullptr, /*allow_exceptions=*/false);
+  ContinuedTrace old = continued_trace(path, run, ckpt_run, p.start);
+  if (old.dropped_line > 0) {
+    std::printf("trace %s: dropped its incomplete last line %zu (written when the run stopped)\n",
+                path.c_str(), old.dropped_line);
+  }
+  std::vector<Json> head = std::move(old.head);
   if (head.empty()) head.push_back(run);
   head.push_back({{"type", "resume"}, {"step", p.start}, {"checkpoint", p.ckpt->path}});
   return head;
@@ -446,16 +498,45 @@ void initialise(Trainer& trainer, RunPlan& p, const TrainArgs& a) {
   }
 }
 
+// No output may be an input or the other output, and none may sit in --out under a
+// checkpoint's name, where a save would replace it.
+void refuse_clobbering(const TrainArgs& a, const RunPlan& p) {
+  std::vector<NamedPath> inputs = {
+      {"--data", a.data}, {"--data-tokens", a.data_tokens}, {"--init-from", a.init_from}};
+  if (p.ckpt) {
+    inputs.push_back({"the checkpoint resumed,", p.ckpt->path});
+    inputs.push_back({"the checkpoint's data", p.data_path});
+  }
+  const std::vector<NamedPath> outputs = {{"--trace", a.trace}, {"--plot", a.plot}};
+  refuse_clobbering(outputs, inputs);
+  for (const NamedPath& o : outputs) {
+    const std::filesystem::path path(o.path);
+    const std::string dir = path.parent_path().empty() ? "." : path.parent_path().string();
+    if (p.out.empty() || path.filename().string().rfind("ckpt-", 0) != 0 ||
+        !same_file(dir, p.out)) {
+      continue;
+    }
+    throw usage_error(o.flag + " " + o.path + " is in --out " + p.out +
+                      " under a checkpoint's name, which a save would replace; choose another " +
+                      o.flag);
+  }
+}
+
 int run_train(const TrainArgs& a) {
   require_names(a);
   RunPlan p = a.resume.empty() ? fresh_plan(a) : resume_plan(a);
+  refuse_clobbering(a, p);
+  // Before step 1, not after the whole run (--out is checked by prepare_checkpoint_dir).
+  if (!a.trace.empty()) check_writable("--trace", a.trace);
+  if (!a.plot.empty()) check_writable("--plot", a.plot);
   if (a.threads > 0) omp_set_num_threads(a.threads);
   if (a.has("--stop-after") && a.stop_after <= p.start) {
     throw usage_error("--stop-after " + std::to_string(a.stop_after) +
                       " is not past the run's step " + std::to_string(p.start));
   }
   p.stop = a.has("--stop-after") ? std::min(a.stop_after, p.train.steps) : p.train.steps;
-  if (!p.out.empty()) prepare_checkpoint_dir(p.out, p.start);
+  // Held until the run ends: no second run saves into (or cleans up) this directory meanwhile.
+  const DirLock lock = p.out.empty() ? DirLock() : prepare_checkpoint_dir(p.out, p.start);
 
   check_memory(estimate_memory(p.model, p.train), available_memory());
   // Memory from here on is the model's: reset the peak so loading's transients do not count.
@@ -476,7 +557,13 @@ int run_train(const TrainArgs& a) {
   print_banner(p.preset, p.model, p.train, trainer, p.init);
   if (p.ckpt) std::printf("resumed from %s at step %d\n", p.ckpt->path.c_str(), p.start);
 
-  train_loop(trainer, log, saver, {p.start, p.stop, a.skip_nonfinite});
+  catch_stop_signals();
+  const int done = train_loop(trainer, log, saver, {p.start, p.stop, a.skip_nonfinite});
+  if (g_stop_signal != 0) {
+    const int code = stop_on_signal(trainer, saver, p, done);
+    write_plot(a, p, log.lines);
+    return code;
+  }
   if (p.stop == p.train.steps) {
     print_sample(trainer);
   } else {

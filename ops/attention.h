@@ -54,9 +54,12 @@ void attention_backward(T* dqkv, T* dp_scratch, const T* dout, const T* qkv, con
 // bits; only the speed differs.
 enum class AttentionSplit { kAuto, kPerHead, kTwoPass };
 
+// Same as attention_forward except fused: online softmax over key tiles, only the row logsumexp
+// (lse [B,NH,T]) kept instead of the probabilities.
 template <typename T>
 void attention_forward_fast(T* out, T* lse, const T* qkv, int B, int Tn, int C, int NH);
 
+// Same as attention_backward except that it recomputes the probabilities tile by tile from lse.
 // Accumulates (+=) into dqkv. `out` and `lse` are the forward's.
 template <typename T>
 void attention_backward_fast(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,

@@ -1,6 +1,7 @@
 #include "core/formats/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,12 @@ namespace fs = std::filesystem;
 std::string atomic_tmp_path(const std::string& path) {
   const fs::path p(path);
   return (p.parent_path() / ("." + p.filename().string() + ".tmp")).string();
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa = {}, sb = {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
 }
 
 std::string describe_write_error(int err) {
@@ -36,19 +43,41 @@ std::string describe_write_error(int err) {
   }
 }
 
-AtomicFileWriter::AtomicFileWriter(const std::string& path)
-    : path_(path), tmp_(atomic_tmp_path(path)) {
+std::string output_target(const std::string& path) {
+  std::error_code ec;
+  fs::path p(path);
+  for (int hops = 0; hops < 40 && fs::is_symlink(fs::symlink_status(p, ec)); ++hops) {
+    const fs::path target = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return p.string();
+}
+
+AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
+  struct stat st = {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) fail("cannot write", EISDIR);
+    // A device or a FIFO (/dev/null, /dev/stdout, a pipe): renaming a file over it would
+    // replace the node, so the bytes go to it directly.
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot open", errno);
+    return;
+  }
+  path_ = output_target(path);
+  tmp_ = atomic_tmp_path(path_);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create", errno);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_.c_str());
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 void AtomicFileWriter::fail(const std::string& what, int err) {
-  throw input_error(what + " " + tmp_ + " (for " + path_ + "): " + describe_write_error(err));
+  const std::string file = tmp_.empty() ? path_ : tmp_ + " (for " + path_ + ")";
+  throw input_error(what + " " + file + ": " + describe_write_error(err));
 }
 
 void AtomicFileWriter::write(const void* data, size_t n) {
@@ -64,6 +93,13 @@ void AtomicFileWriter::write(const void* data, size_t n) {
 }
 
 void AtomicFileWriter::commit(void (*before_rename)(const std::string&, const std::string&)) {
+  if (tmp_.empty()) {  // written through to a device or FIFO: nothing to sync or rename
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) fail("cannot close", errno);
+    committed_ = true;
+    return;
+  }
   if (::fsync(fd_) != 0) fail("cannot sync", errno);
   const int rc = ::close(fd_);
   fd_ = -1;
@@ -81,6 +117,25 @@ void AtomicFileWriter::commit(void (*before_rename)(const std::string&, const st
   const int sync_err = errno;
   ::close(dfd);
   if (sync_rc != 0) fail("cannot sync the directory of", sync_err);
+}
+
+void check_writable(const std::string& flag, const std::string& path) {
+  const auto refuse = [&](const std::string& why) {
+    return input_error(flag + " " + path + " cannot be written: " + why + "; choose another " +
+                       flag);
+  };
+  struct stat st = {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode)) throw refuse("it is a directory");
+    if (::access(path.c_str(), W_OK) != 0) throw refuse(describe_write_error(errno));
+    return;
+  }
+  // The writer's own first step: create the temporary file next to the target. O_EXCL leaves
+  // a temporary file that is already there (a stale one, or another writer's) alone.
+  const std::string tmp = atomic_tmp_path(output_target(path));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno != EEXIST) throw refuse(describe_write_error(errno));
+  if (fd >= 0) ::close(fd), ::unlink(tmp.c_str());
 }
 
 void write_text_file(const std::string& path, const std::string& text) {

@@ -3,6 +3,11 @@
 // fsynced, then renamed over NAME, and the directory is fsynced so the rename itself is durable.
 // Until the rename, whatever NAME held before stays intact; a kill before it leaves at most the
 // stale .tmp file, which the next write of NAME replaces.
+//
+// Only regular files (and new paths) are written that way. A device or a FIFO (/dev/null,
+// /dev/stdout, a named pipe) is written directly: a rename would replace the node itself. A
+// symlink is followed: its target is written atomically (DIR-OF-TARGET/.TARGET.tmp renamed over
+// TARGET), so the link stays a link; a dangling symlink creates its target.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +17,8 @@ namespace reftrain {
 
 class AtomicFileWriter {
  public:
-  // Creates (truncates) DIR/.NAME.tmp; an input error naming the file and the reason otherwise.
+  // Creates (truncates) DIR/.NAME.tmp (NAME a symlink's target), or opens a device or FIFO for
+  // writing; an input error naming the file and the reason otherwise.
   explicit AtomicFileWriter(const std::string& path);
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
@@ -25,7 +31,7 @@ class AtomicFileWriter {
   // `before_rename` runs between the fsync and the rename (a test hook; may be empty).
   void commit(void (*before_rename)(const std::string& tmp, const std::string& path) = nullptr);
 
-  const std::string& tmp_path() const { return tmp_; }
+  const std::string& tmp_path() const { return tmp_; }  // "" when written through
 
  private:
   [[noreturn]] void fail(const std::string& what, int err);
@@ -38,8 +44,20 @@ class AtomicFileWriter {
 // cannot): plots, JSON files.
 void write_text_file(const std::string& path, const std::string& text);
 
+// An input error "FLAG PATH cannot be written: why" unless AtomicFileWriter(path) could write
+// there: for runs that write an output at their end, checked before they start.
+void check_writable(const std::string& flag, const std::string& path);
+
+// The file an output path leads to: a symlink's target (through chains of links, also when the
+// target does not exist yet: a dangling link names the file to create), else the path itself.
+std::string output_target(const std::string& path);
+
 // The temporary name AtomicFileWriter uses for `path`: DIR/.NAME.tmp.
 std::string atomic_tmp_path(const std::string& path);
+
+// Whether `a` and `b` name one existing file (the same device and inode, symlinks followed):
+// `x`, `./x`, a hard link and a symlink to it all are `x`.
+bool same_file(const std::string& a, const std::string& b);
 
 // The one-line reason for errno `err`, with the fix for the common ones (disk full, file too
 // large, read-only file system, permission denied).

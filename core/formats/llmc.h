@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "core/train/config.h"
+#include "core/model/model_config.h"
 #include "core/model/param_layout.h"
 
 namespace reftrain {

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "core/formats/atomic_file.h"
 #include "core/base/error.h"
+#include "core/formats/atomic_file.h"
 #include "core/formats/input_file.h"
 
 namespace reftrain {
@@ -72,9 +72,12 @@ std::string bad_record(const Json& j, const char* value_key, long long last) {
 
 }  // namespace
 
-Trace read_trace(const std::string& path) {
+Trace read_trace(const std::string& path, TornLastLine torn) {
   InputFile file(path, "trace");
-  std::istringstream in(file.read_all());
+  const std::string all = file.read_all();
+  const bool ends_in_newline = all.empty() || all.back() == '\n';
+  const size_t line_count = size_t(std::count(all.begin(), all.end(), '\n')) + !ends_in_newline;
+  std::istringstream in(all);
   Trace t;
   t.path = path;
   std::string text;
@@ -84,7 +87,12 @@ Trace read_trace(const std::string& path) {
       return input_error(path + ":" + std::to_string(line_no) + ": " + why);
     };
     Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) throw fail("not a JSON object");
+    const bool whole = !j.is_discarded() && j.is_object();
+    if (torn == TornLastLine::kDrop && line_no == line_count && (!whole || !ends_in_newline)) {
+      t.dropped_line = line_no;
+      break;
+    }
+    if (!whole) throw fail("not a JSON object");
     if (!j.contains("type") || !j.at("type").is_string()) throw fail("needs a string \"type\"");
     const std::string type = j.at("type").get<std::string>();
     if (line_no == 1) {
@@ -108,10 +116,12 @@ Trace read_trace(const std::string& path) {
 
 namespace {
 
-// The run line without what may change between a run and its resumption.
-Json comparable_run(Json run) {
+// The run line without what may change between a run and its resumption (and, unless
+// `with_steps`, without train.steps, which a resumed run may extend).
+Json comparable_run(Json run, bool with_steps) {
+  if (!run.is_object()) return run;
   for (const char* key : {"version", "build", "simd"}) run.erase(key);
-  if (run.contains("train") && run["train"].is_object()) run["train"].erase("steps");
+  if (!with_steps && run.contains("train") && run["train"].is_object()) run["train"].erase("steps");
   return run;
 }
 
@@ -120,13 +130,11 @@ long long step_of(const Json& j) {
                                                                 : -1;
 }
 
-}  // namespace
-
-std::vector<Json> continued_trace(const std::string& path, const Json& run, long long step) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return {};
-  const Trace old = read_trace(path);
-  const Json a = comparable_run(old.run), b = comparable_run(run);
+// An input error when `old` is not the trace of the run that wrote the checkpoint (whose run
+// line is `checkpoint_run`) nor this invocation's own (`run`, after it resumed the trace once).
+void check_same_run(const std::string& path, const Trace& old, const Json& run,
+                    const Json& checkpoint_run) {
+  const Json a = comparable_run(old.run, false), b = comparable_run(run, false);
   if (a != b) {
     std::string key = "?";
     for (auto it = b.begin(); it != b.end(); ++it) {
@@ -138,6 +146,35 @@ std::vector<Json> continued_trace(const std::string& path, const Json& run, long
     throw input_error("trace " + path + " is the trace of another run (its run line differs in \"" +
                       key + "\"); give the resumed run a new --trace file");
   }
+  // The same configuration but another length is another run too: the schedule differs.
+  const Json mine = comparable_run(old.run, true);
+  if (mine == comparable_run(checkpoint_run, true)) return;
+  const bool resumed = std::any_of(old.other.begin(), old.other.end(),
+                                   [](const Json& j) { return j.at("type") == "resume"; });
+  if (resumed && mine == comparable_run(run, true)) return;
+  const auto steps = [](const Json& j) {
+    const Json none;
+    const Json& train = j.is_object() && j.contains("train") ? j.at("train") : none;
+    return train.is_object() && train.contains("steps") ? train.at("steps").dump() : "?";
+  };
+  throw input_error("trace " + path + " is the trace of another run (a " + steps(old.run) +
+                    "-step run; the checkpoint's is a " + steps(checkpoint_run) +
+                    "-step run); give the resumed run a new --trace file");
+}
+
+}  // namespace
+
+ContinuedTrace continued_trace(const std::string& path, const Json& run, const Json& checkpoint_run,
+                               long long step) {
+  // Nothing to continue in a new file, nor in a device or FIFO (--trace /dev/null).
+  std::error_code ec;
+  const auto kind = std::filesystem::status(path, ec).type();
+  if (kind == std::filesystem::file_type::not_found ||
+      kind == std::filesystem::file_type::character || kind == std::filesystem::file_type::fifo) {
+    return {};
+  }
+  const Trace old = read_trace(path, TornLastLine::kDrop);
+  check_same_run(path, old, run, checkpoint_run);
   if (old.steps.empty() || step_of(old.steps.back()) < step) {
     throw input_error("trace " + path + " ends before step " + std::to_string(step) +
                       ", the checkpoint's; give the resumed run a new --trace file");
@@ -153,11 +190,11 @@ std::vector<Json> continued_trace(const std::string& path, const Json& run, long
     return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) < std::get<0>(y)
                                             : std::get<1>(x) < std::get<1>(y);
   });
-  std::vector<Json> head = {run};
+  ContinuedTrace out{{run}, old.dropped_line};
   for (const auto& [k, rank, line] : lines) {
-    if (k >= 0 && k <= step) head.push_back(*line);
+    if (k >= 0 && k <= step) out.head.push_back(*line);
   }
-  return head;
+  return out;
 }
 
 }  // namespace reftrain

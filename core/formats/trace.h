@@ -50,20 +50,34 @@ struct Trace {
   std::vector<Json> steps;  // {"type": "step", "step": k, "loss": x, ...}, k strictly increasing
   std::vector<Json> vals;   // {"type": "val", "step": k, "val_loss": x}
   std::vector<Json> other;
+  size_t dropped_line = 0;  // the torn last line read_trace dropped (TornLastLine::kDrop), or 0
 };
+
+// What read_trace does with a torn last line: one without its newline, or not a JSON object (a
+// run killed, or a disk filling up, in the middle of writing it).
+enum class TornLastLine { kError, kDrop };
 
 // Reads and validates a JSONL trace: every line a JSON object with a string "type", the first
 // of type "run", each step/val line with an integer "step" ≥ 0 and a number (or null, which is
 // how JSON writes a NaN or infinite loss) for "loss"/"val_loss", step numbers strictly
-// increasing. A bad file is an input error "PATH:LINE: problem".
-Trace read_trace(const std::string& path);
+// increasing. A bad file is an input error "PATH:LINE: problem". With TornLastLine::kDrop a torn
+// last line (only the last) is left out and its number kept in `dropped_line`.
+Trace read_trace(const std::string& path, TornLastLine torn = TornLastLine::kError);
 
 // The head of a resumed run's trace: `run` (its run line), then the step, val and resume lines
 // of the trace at `path` up to step `step` (the checkpoint's), in the order a run writes them;
 // what came after the checkpoint (steps a killed run took past it, its memory line) is dropped.
-// Empty when `path` does not exist. An input error when the file's run line describes another
-// run (they may differ only in "version", "build", "simd" and train.steps, which a resume may
-// extend) or when the file stops before `step`.
-std::vector<Json> continued_trace(const std::string& path, const Json& run, long long step);
+// Empty when `path` does not exist or is a device or FIFO. An input error when the file's run line
+// describes another run or when the file stops before `step`. Run lines are compared without
+// "version", "build" and "simd"; the file's must be `checkpoint_run` (the run line stored in the
+// checkpoint), or `run` when the file was already continued by a resumed run (which may extend
+// train.steps). A torn last line (a run killed while writing it) is dropped; `dropped_line` says
+// which, 0 when none was.
+struct ContinuedTrace {
+  std::vector<Json> head;
+  size_t dropped_line = 0;
+};
+ContinuedTrace continued_trace(const std::string& path, const Json& run, const Json& checkpoint_run,
+                               long long step);
 
 }  // namespace reftrain

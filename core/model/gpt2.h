@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "core/model/model.h"
+#include "core/model/model_config.h"
 #include "core/model/param_layout.h"
-#include "core/train/config.h"
 #include "simd/aligned_buffer.h"
 
 namespace reftrain {

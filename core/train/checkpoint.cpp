@@ -1,6 +1,9 @@
 #include "core/train/checkpoint.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -315,6 +320,22 @@ void check_finite(const std::string& name, const SafeTensor& t) {
   }
 }
 
+// The pid holding a flock on the file `st` describes, from /proc/locks ("1: FLOCK ADVISORY
+// WRITE <pid> <major>:<minor>:<inode> 0 EOF", device numbers in hex); 0 when not found.
+long flock_holder(const struct stat& st) {
+  char want[64];
+  std::snprintf(want, sizeof want, "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  std::ifstream in("/proc/locks");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, kind, mode, access, pid, file;
+    fields >> id >> kind >> mode >> access >> pid >> file;
+    if (kind == "FLOCK" && file == want) return std::strtol(pid.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
 bool is_stale_tmp(const std::string& name) {
   const std::string suffix = ".safetensors.tmp";
   return name.rfind(".ckpt-", 0) == 0 && name.size() > suffix.size() &&
@@ -349,7 +370,34 @@ std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string&
   return out;
 }
 
-void prepare_checkpoint_dir(const std::string& dir, int64_t start_step) {
+DirLock::DirLock(const std::string& dir) {
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0)
+    throw input_error("cannot open checkpoint directory " + dir + ": " + std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
+  const int err = errno;
+  struct stat st = {};
+  const long pid = ::fstat(fd_, &st) == 0 ? flock_holder(st) : 0;
+  ::close(fd_);
+  fd_ = -1;
+  if (err != EWOULDBLOCK) {
+    throw input_error("cannot lock checkpoint directory " + dir + ": " + std::strerror(err));
+  }
+  throw usage_error("--out " + dir + " is in use by another reftrain run (" +
+                    (pid > 0 ? "pid " + std::to_string(pid) : std::string("pid unknown")) +
+                    "); wait for it to end, or choose another --out");
+}
+
+DirLock& DirLock::operator=(DirLock&& other) noexcept {
+  std::swap(fd_, other.fd_);
+  return *this;
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
+
+DirLock prepare_checkpoint_dir(const std::string& dir, int64_t start_step) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
     throw input_error("checkpoint directory " + dir +
@@ -360,6 +408,8 @@ void prepare_checkpoint_dir(const std::string& dir, int64_t start_step) {
     throw input_error("cannot create checkpoint directory " + dir + ": " + ec.message() +
                       "; choose another --out");
   }
+  // Under the lock only: another run's .tmp file is its save in progress, not an orphan.
+  DirLock lock(dir);
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (is_stale_tmp(e.path().filename().string())) fs::remove(e.path(), ec);
   }
@@ -381,6 +431,7 @@ void prepare_checkpoint_dir(const std::string& dir, int64_t start_step) {
                                             std::to_string(start_step) + " (newest at " + newest +
                                             "), so it would mix two runs; choose another --out");
   }
+  return lock;
 }
 
 std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, const Json& run,

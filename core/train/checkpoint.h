@@ -56,12 +56,32 @@ std::string checkpoint_file_name(int64_t step);  // "ckpt-00000020.safetensors"
 // The checkpoints in `dir` as (step, path), oldest first; other files are ignored.
 std::vector<std::pair<int64_t, std::string>> list_checkpoints(const std::string& dir);
 
-// Makes `dir` ready for a run that starts after step `start_step`: creates it, removes the
-// .tmp files of saves that were killed, and checks that a file can be created there (an input
-// error naming the directory otherwise). A directory holding checkpoints after `start_step`
-// is a usage error: they belong to another run (or to this one's future), and mixing the two
-// would make --resume DIR pick the wrong one.
-void prepare_checkpoint_dir(const std::string& dir, int64_t start_step);
+// An exclusive lock on a checkpoint directory, held while the object lives: flock on the
+// directory itself, so the kernel drops it when the process ends, even by SIGKILL, and nothing
+// is left in the directory. A default-constructed lock holds nothing.
+class DirLock {
+ public:
+  DirLock() = default;
+  // A usage error naming the holder's pid when another process holds the lock.
+  explicit DirLock(const std::string& dir);
+  DirLock(DirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  DirLock& operator=(DirLock&& other) noexcept;
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+  ~DirLock();
+
+ private:
+  int fd_ = -1;
+};
+
+// Makes `dir` ready for a run that starts after step `start_step`: creates it, locks it (a
+// second run into the same directory is a usage error naming the first one's pid), then removes
+// the .tmp files of saves that were killed, and checks that a file can be created there (an
+// input error naming the directory otherwise). A directory holding checkpoints after
+// `start_step` is a usage error: they belong to another run (or to this one's future), and
+// mixing the two would make --resume DIR pick the wrong one. The run keeps the returned lock
+// for its lifetime.
+[[nodiscard]] DirLock prepare_checkpoint_dir(const std::string& dir, int64_t start_step);
 
 // Writes DIR/checkpoint_file_name(meta.step) atomically and returns its path. `run` (the trace's
 // run line) is stored for people to read. Set REFTRAIN_DEBUG_SAVE_PAUSE=SECONDS to make the save
