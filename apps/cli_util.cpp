@@ -11,6 +11,27 @@
 
 namespace reftrain {
 
+namespace {
+std::string prefix(const std::string& flag) {
+  return flag.empty() ? "" : flag + " ";
+}
+
+// A CLI11 validator runs `parse` on the option's text; a UserError becomes its message, which
+// CLI11 reports as "FLAG: message" (a usage error, exit 2).
+CLI::Validator validator(std::function<void(std::string&)> parse, const std::string& what) {
+  return CLI::Validator(
+      [parse](std::string& text) {
+        try {
+          parse(text);
+          return std::string();
+        } catch (const UserError& e) {
+          return std::string(e.what());
+        }
+      },
+      what);
+}
+}  // namespace
+
 uint64_t parse_seed(const std::string& text) {
   const bool digits = !text.empty() && text.size() <= 20 &&
                       text.find_first_not_of("0123456789") == std::string::npos;
@@ -22,6 +43,60 @@ uint64_t parse_seed(const std::string& text) {
   return v;
 }
 
+int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, int64_t hi) {
+  const size_t sign = !text.empty() && text[0] == '-' ? 1 : 0;
+  const bool digits = text.size() > sign && text.size() <= sign + 19 &&
+                      text.find_first_not_of("0123456789", sign) == std::string::npos;
+  errno = 0;
+  const long long v = digits ? std::strtoll(text.c_str(), nullptr, 10) : 0;
+  if (!digits || errno == ERANGE || v < lo || v > hi) {
+    throw usage_error(prefix(flag) + text + " is not a decimal integer in [" + std::to_string(lo) +
+                      ", " + std::to_string(hi) + "]");
+  }
+  return v;
+}
+
+double parse_real(const std::string& flag, const std::string& text, bool single_precision) {
+  const auto bad = [&](const std::string& why) {
+    throw usage_error(prefix(flag) + text + " is not " + why);
+  };
+  const size_t digit = text.find_first_of("0123456789");
+  if (text.empty() || digit == std::string::npos ||
+      text.find_first_not_of("0123456789+-.eE") != std::string::npos) {
+    bad("a decimal number");
+  }
+  char* end = nullptr;
+  const double d = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size()) bad("a decimal number");
+  const float f = float(d);
+  if (!std::isfinite(d) || (single_precision && !std::isfinite(f))) {
+    bad(single_precision ? "a finite number within the float range" : "a finite number");
+  }
+  // The mantissa's digits (before any exponent) say whether the text means a nonzero value.
+  const std::string mantissa = text.substr(0, text.find_first_of("eE"));
+  const bool nonzero_text = mantissa.find_first_of("123456789") != std::string::npos;
+  if (nonzero_text && (d == 0.0 || (single_precision && f == 0.0f))) {
+    bad("representable: it rounds to 0 (give 0 to mean 0)");
+  }
+  return d;
+}
+
+CLI::Validator decimal_int(int64_t lo, int64_t hi) {
+  return validator(
+      [lo, hi](std::string& text) { text = std::to_string(parse_int("", text, lo, hi)); },
+      "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+CLI::Validator decimal_real(bool single_precision, double lo) {
+  return validator(
+      [single_precision, lo](std::string& text) {
+        if (parse_real("", text, single_precision) < lo) {
+          throw usage_error(text + " is below " + json_text(Json(lo)) + ", the least allowed");
+        }
+      },
+      single_precision ? "FLOAT" : "NUMBER");
+}
+
 void add_field_option(CLI::App& app, const TrainField& field, TrainConfig& numbers,
                       FieldOption& o) {
   o.field = &field;
@@ -30,11 +105,12 @@ void add_field_option(CLI::App& app, const TrainField& field, TrainConfig& numbe
       [&](auto m) {
         using M = decltype(m);
         if constexpr (std::is_same_v<M, TrainField::Int>) {
-          o.option = app.add_option(flag, numbers.*m.member, field.help);
+          o.option = app.add_option(flag, numbers.*m.member, field.help)
+                         ->transform(decimal_int(m.lo, m.hi));
         } else if constexpr (std::is_same_v<M, float TrainConfig::*>) {
-          o.option = app.add_option(flag, numbers.*m, field.help);
+          o.option = app.add_option(flag, numbers.*m, field.help)->transform(decimal_real(true));
         } else if constexpr (std::is_same_v<M, uint64_t TrainConfig::*>) {
-          o.option = app.add_option(flag, o.text, field.help);
+          o.option = app.add_option(flag, o.text, field.help);  // parse_seed in apply
         } else {
           using E = std::remove_reference_t<decltype(numbers.*m)>;
           o.option =

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -14,6 +15,19 @@ namespace reftrain {
 // A --seed value: decimal digits only, 0 .. 2^64-1 (CLI11 would wrap "-1" or 2^64 into a valid
 // uint64 silently); a usage error otherwise.
 uint64_t parse_seed(const std::string& text);
+
+// The one parser of every numeric option (CLI11 alone reads "010" as octal 8, "0x10" as 16,
+// and lets "nan" or an underflowing "1e-50" through). Integers: an optional '-' and decimal
+// digits only (leading zeros stay decimal), inside [lo, hi]. Floats: decimal text (no hex, no
+// nan/inf) whose value is finite in the target type, and nonzero when the text is (so
+// `--clip 1e-50` is refused, not turned into 0 = off). Errors name the flag and the rule.
+int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, int64_t hi);
+double parse_real(const std::string& flag, const std::string& text, bool single_precision);
+// A seed option binds its text and calls parse_seed when the command runs.
+// The same rules as CLI11 transforms on an option bound to its variable: each rewrites the
+// text to the canonical decimal CLI11 then converts, so help and defaults stay CLI11's.
+CLI::Validator decimal_int(int64_t lo, int64_t hi);
+CLI::Validator decimal_real(bool single_precision, double lo = -HUGE_VAL);
 
 // A training value the user may give: the option of one row of train_fields(), flag and help
 // from the row. Numbers land in `numbers` (CLI11 checks their type), names and the seed in

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "core/base/error.h"
 #include "core/formats/safetensors.h"
@@ -223,13 +224,32 @@ std::set<std::string> comparable_files(const std::string& dir) {
   return names;
 }
 
+// The inputs of a golden run (its config.json's "files" init and batches): a replay reads them
+// and need not write them back, so B may lack them.
+std::set<std::string> golden_inputs(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "config.json");
+  const Json config = in ? Json::parse(in, nullptr, false) : Json();
+  std::set<std::string> inputs;
+  if (!config.is_object() || !config.contains("files") || !config["files"].is_object()) {
+    return inputs;
+  }
+  for (const char* key : {"init", "batches"}) {
+    const Json& f = config["files"].value(key, Json());
+    if (f.is_string()) inputs.insert(f.get<std::string>());
+  }
+  return inputs;
+}
+
 Outcome compare_dirs(const std::string& da, const std::string& db, const CompareArgs& a) {
   const std::set<std::string> in_a = comparable_files(da), in_b = comparable_files(db);
   Outcome o;
   o.json = {{"kind", "dir"}, {"a", da}, {"b", db}, {"files", Json::array()}};
-  std::vector<std::string> only;
+  const std::set<std::string> inputs = golden_inputs(da);
+  std::vector<std::string> only, missing;
   for (const std::string& n : in_a) {
-    if (!in_b.count(n)) only.push_back(n + " (only in A)");
+    if (in_b.count(n)) continue;
+    only.push_back(n + " (only in A)");
+    if (!a.subset && !inputs.count(n)) missing.push_back(n);
   }
   for (const std::string& n : in_b) {
     if (!in_a.count(n)) only.push_back(n + " (only in B)");
@@ -246,9 +266,21 @@ Outcome compare_dirs(const std::string& da, const std::string& db, const Compare
   if (compared == 0) throw input_error(da + " and " + db + " have no file to compare in common");
   for (const std::string& n : only) o.text += "not compared: " + n + "\n";
   o.json["not_compared"] = only;
+  o.json["missing"] = missing;
+  // A result that lacks files of the reference has not passed them: exit 1, like a missing step.
+  const bool within = o.pass;
+  o.pass = o.pass && missing.empty();
   o.json["pass"] = o.pass;
-  o.text += o.pass ? "all " + std::to_string(compared) + " files within tolerance\n"
-                   : "some files are past tolerance\n";
+  if (!missing.empty()) {
+    o.text += std::to_string(missing.size()) + " of " + std::to_string(in_a.size()) +
+              " files of A missing from B, the first " + missing.front() + "\n";
+  }
+  const std::string of_a = only.empty() ? "" : " (of A's " + std::to_string(in_a.size()) + ")";
+  o.text += !within  ? "some files are past tolerance\n"
+            : o.pass ? "all " + std::to_string(compared) + " compared files within tolerance" +
+                           of_a + "\n"
+                     : std::to_string(compared) + " compared files within tolerance, " +
+                           std::to_string(missing.size()) + " missing\n";
   return o;
 }
 
@@ -360,12 +392,12 @@ CommandRunner add_compare_command(CLI::App& app) {
       app.add_option("--max-nmse", a->tol.max_nmse, "tensors: sum (b-a)^2 / sum a^2 at most this");
   CLI::Option* ulp =
       app.add_option("--max-ulp", a->tol.max_ulp, "tensors: distance in units in the last place");
-  for (CLI::Option* o : {rtol, atol, nmse, ulp}) o->check(CLI::NonNegativeNumber);
+  for (CLI::Option* o : {rtol, atol, nmse, ulp}) o->transform(decimal_real(false, 0.0));
   app.add_option("--max-drift", a->max_drift, "traces: |loss_b - loss_a| / |loss_a| per step")
-      ->check(CLI::NonNegativeNumber)
+      ->transform(decimal_real(false, 0.0))
       ->capture_default_str();
   app.add_option("--steps", a->steps, "traces: compare only steps 1..N (default: all of A's)")
-      ->check(CLI::PositiveNumber);
+      ->transform(decimal_int(1, INT64_MAX));
   app.add_flag("--subset", a->subset, "tensors: B may hold only some of A's tensors");
   app.add_flag("--first-divergence", a->first_divergence,
                "kernel-call dumps (step-K.safetensors, or two directories holding one): the "

@@ -3,6 +3,7 @@
 #include <memory>
 #include <string>
 
+#include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "apps/explain/explain.h"
 #include "core/base/error.h"
@@ -12,7 +13,7 @@ namespace reftrain {
 namespace {
 struct ExplainArgs {
   std::string kernel;
-  uint64_t seed = 1;
+  std::string seed = "1";
   bool list = false;
 };
 
@@ -28,11 +29,12 @@ int run_explain(const ExplainArgs& a) {
     }
     return 0;
   }
+  parse_seed(a.seed);  // a bad --seed is an error whatever the kernel
   if (a.kernel.empty()) throw usage_error("name a kernel to explain: " + names);
   for (const explain::Explainer& e : all) {
     if (e.name != a.kernel) continue;
     explain::Printer out;
-    e.run(out, a.seed);
+    e.run(out, parse_seed(a.seed));
     std::fputs(out.text().c_str(), stdout);
     return 0;
   }

@@ -44,12 +44,13 @@ int run_golden_run(const GoldenRunArgs& a) {
 
 struct GoldenKernelsArgs {
   std::string arch = "all", out;
-  uint64_t seed = kGoldenKernelSeed;
+  std::string seed = std::to_string(kGoldenKernelSeed);
 };
 
 int run_golden_kernels(const GoldenKernelsArgs& a) {
+  const uint64_t seed = parse_seed(a.seed);
   if (a.out.empty()) throw usage_error("--out needs a directory name");
-  write_golden_kernels(a.out, a.arch, a.seed);
+  write_golden_kernels(a.out, a.arch, seed);
   int n = 0;
   for (const KernelSpec& k : golden_kernels()) n += in_family(k, a.arch);
   std::printf("golden kernels: %d fixtures and manifest.json -> %s\n", n, a.out.c_str());
@@ -60,7 +61,7 @@ CommandRunner add_golden_run(CLI::App& app) {
   auto a = std::make_shared<GoldenRunArgs>();
   app.add_option("--preset", a->preset, "model and recipe (see `reftrain presets`)")->required();
   app.add_option("--steps", a->steps, "optimizer steps (the schedule spans them)")
-      ->check(CLI::Range(1, 1000000))
+      ->transform(decimal_int(1, 1000000))
       ->capture_default_str();
   for (const char* key : {"precision", "optimizer", "seed"}) {
     add_field_option(app, train_field(key), a->numbers, a->fields.emplace_back());

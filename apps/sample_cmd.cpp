@@ -8,9 +8,9 @@
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
+#include "core/base/error.h"
 #include "core/train/checkpoint.h"
 #include "core/train/data.h"
-#include "core/base/error.h"
 #include "core/train/sample.h"
 
 namespace reftrain {
@@ -43,12 +43,14 @@ std::vector<int32_t> prompt_tokens(const SampleArgs& a, const Checkpoint& c, boo
 int run_sample(const SampleArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   if (a.ckpt.empty()) throw usage_error("--ckpt needs a checkpoint file or directory");
+  const bool seed_given = a.seed_given->count() > 0;
+  const uint64_t seed = seed_given ? parse_seed(a.seed) : 0;  // checked before the file is read
   if (!std::isfinite(a.options.temperature)) throw usage_error("--temperature must be finite");
   Checkpoint c = read_checkpoint(a.ckpt);
   const bool bytes = c.meta.data.kind == "text";
   const std::vector<int32_t> prompt = prompt_tokens(a, c, bytes);
   SampleOptions options = a.options;
-  options.seed = a.seed_given->count() > 0 ? parse_seed(a.seed) : c.meta.train.seed;
+  options.seed = seed_given ? seed : c.meta.train.seed;
   const TrainConfig& t = c.meta.train;
   ModelOptions one_row = model_options(t);
   one_row.batch = 1;
@@ -80,20 +82,20 @@ CommandRunner add_sample_command(CLI::App& app) {
   a->prompt_given = app.add_option("--prompt", a->prompt, "text to continue (default: a newline)");
   app.add_option("--tokens", a->options.tokens, "tokens to generate")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 24));
+      ->transform(decimal_int(0, 1 << 24));
   app.add_option("--temperature", a->options.temperature,
                  "softmax temperature; 0 = always the most likely token")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(decimal_real(true, 0.0));
   app.add_option("--top-k", a->options.top_k,
                  "draw from the K most likely tokens only (0 = from all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(decimal_int(0, INT32_MAX));
   a->seed_given = app.add_option("--seed", a->seed,
                                  "seed of the draws (default: the run's training seed; the same "
                                  "seed gives the same text)");
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")
-      ->check(CLI::Range(1, 4096));
+      ->transform(decimal_int(1, 4096));
   return [a] { return run_sample(*a); };
 }
 

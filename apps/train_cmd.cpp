@@ -198,7 +198,17 @@ RunPlan fresh_plan(const TrainArgs& a) {
   p.preset = preset.name;
   p.model = preset.model;
   p.train = merged_config(a, preset.train);
-  if (!a.init_from.empty()) p.model = read_llmc_config(a.init_from);
+  if (!a.init_from.empty()) {
+    p.model = read_llmc_config(a.init_from);
+    // llm.c files hold GPT-2 weights; a preset of another family would train a GPT-2 under its
+    // name with its recipe (llama's z-loss).
+    if (preset.model.arch != p.model.arch) {
+      throw usage_error("--init-from " + a.init_from + " holds a " + enum_name(p.model.arch) +
+                        " model but --preset " + preset.name + " is " +
+                        enum_name(preset.model.arch) + "; use a " + enum_name(p.model.arch) +
+                        " preset (e.g. gpt2-124m)");
+    }
+  }
   validate(p.model, p.train);
   for (const char* flag : {"--save-every", "--keep", "--stop-after"}) {
     if (a.has(flag) && a.out.empty()) {
@@ -528,6 +538,7 @@ int run_train(const TrainArgs& a) {
   // Held until the run ends: no second run saves into (or cleans up) this directory meanwhile.
   const DirLock lock = p.out.empty() ? DirLock() : prepare_checkpoint_dir(p.out, p.start);
 
+  check_memory(estimate_memory(p.model, p.train), available_memory());
   // Memory from here on is the model's: reset the peak so loading's transients do not count.
   reset_peak_resident();
   const size_t baseline = resident_bytes();
@@ -571,10 +582,10 @@ void add_checkpoint_options(CLI::App& app, TrainArgs& a) {
   a.given["--save-every"] =
       app.add_option("--save-every", a.save_every,
                      "save a checkpoint every N steps (0: only at the end; needs --out)")
-          ->check(CLI::Range(0, 1 << 30));
+          ->transform(decimal_int(0, 1 << 30));
   a.given["--keep"] =
       app.add_option("--keep", a.keep, "keep only the newest K checkpoints (0: all)")
-          ->check(CLI::Range(0, 1 << 30));
+          ->transform(decimal_int(0, 1 << 30));
   a.given["--resume"] = app.add_option(
       "--resume", a.resume,
       "continue a run from its checkpoint (a file, or a directory: its newest); the config comes "
@@ -583,7 +594,7 @@ void add_checkpoint_options(CLI::App& app, TrainArgs& a) {
       app.add_option("--stop-after", a.stop_after,
                      "stop after this step, with a checkpoint to --resume from (the schedule "
                      "still plans for --steps)")
-          ->check(CLI::Range(1, 1 << 30));
+          ->transform(decimal_int(1, 1 << 30));
   app.add_flag("--skip-nonfinite", a.skip_nonfinite,
                "skip the update of a step whose loss is NaN or Inf instead of stopping");
   a.given["--plot"] =
@@ -613,7 +624,7 @@ CommandRunner add_train_command(CLI::App& app) {
     a->given[field_flag(f)] = o.option;
   }
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")
-      ->check(CLI::Range(1, 4096));
+      ->transform(decimal_int(1, 4096));
   add_checkpoint_options(app, *a);
   return [a] { return run_train(*a); };
 }

@@ -219,9 +219,31 @@ StepDiff diff_step(const Json& ref, const Json& got, double max_drift) {
 
 }  // namespace
 
+namespace {
+// What makes two runs different computations, by run-line pointer: comparing their losses says
+// nothing about a kernel, so such a pair is an input error rather than a drift.
+void check_same_kind_of_run(const Trace& ref, const Trace& got) {
+  for (const char* where : {"/model/arch", "/train/precision", "/optimizer/name"}) {
+    const Json::json_pointer p(where);
+    if (!ref.run.contains(p) || !got.run.contains(p) || ref.run.at(p) == got.run.at(p)) continue;
+    std::string field = where + 1;  // "model/arch" -> "model.arch"
+    std::replace(field.begin(), field.end(), '/', '.');
+    throw input_error(ref.path + " and " + got.path + " are runs of different kinds: " + field +
+                      " " + ref.run.at(p).dump() + " vs " + got.run.at(p).dump() +
+                      "; compare runs of the same architecture, " + "precision and optimizer");
+  }
+}
+}  // namespace
+
 TraceDiff compare_traces(const Trace& ref, const Trace& got, double max_drift,
                          long long steps_limit) {
   if (got.steps.empty()) throw input_error(got.path + ": the trace has no step lines");
+  check_same_kind_of_run(ref, got);
+  const long long last = ref.steps.empty() ? 0 : ref.steps.back().at("step").get<long long>();
+  if (steps_limit > last) {
+    throw input_error("--steps " + std::to_string(steps_limit) + " is past the end of " + ref.path +
+                      ", whose last step is " + std::to_string(last));
+  }
   TraceDiff d;
   size_t j = 0;
   for (const Json& r : ref.steps) {

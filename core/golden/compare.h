@@ -72,7 +72,9 @@ struct TraceDiff {
 
 // The reference's steps 1..steps_limit (all when 0) against the result's steps of the same
 // numbers. A step passes when its drift ≤ max_drift and its lr agrees; a missing step fails.
-// Input error when the result has no step lines.
+// Input error when the result has no step lines, when steps_limit is past the reference's last
+// step, or when the run lines name different architectures (model.arch), precisions
+// (train.precision) or optimizers (optimizer.name).
 TraceDiff compare_traces(const Trace& ref, const Trace& got, double max_drift,
                          long long steps_limit);
 

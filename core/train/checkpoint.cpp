@@ -165,6 +165,46 @@ void add_derived_state(std::map<std::string, std::string>& md, const CheckpointM
   md["layout"] = json_text(layout_json(layout));
 }
 
+// JSON text is UTF-8, a file name need not be (a Latin-1 name): such a string is written as its
+// printable form (U+FFFD for the bad bytes) under `key` and its exact bytes, as hex, under
+// key + "_hex", which the reader prefers. A UTF-8 string is written as it is, alone.
+bool is_utf8(const std::string& s) {
+  try {
+    (void)Json(s).dump();
+    return true;
+  } catch (const Json::type_error&) {
+    return false;
+  }
+}
+
+void put_lossless(Json& j, const std::string& key, const std::string& value) {
+  j[key] = value;
+  if (is_utf8(value)) return;
+  static const char* digits = "0123456789abcdef";
+  std::string hex;
+  for (const unsigned char c : value) hex += digits[c >> 4], hex += digits[c & 15];
+  j[key + "_hex"] = hex;
+}
+
+std::string get_lossless(const JsonFields& f, const std::string& key) {
+  const std::string hex_key = key + "_hex";
+  if (!f.has(hex_key.c_str())) return f.text(key.c_str());
+  const std::string hex = f.text(hex_key.c_str());
+  const auto nibble = [](char c) {
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+  };
+  std::string bytes;
+  for (size_t i = 0; i + 1 < hex.size() && hex.size() % 2 == 0; i += 2) {
+    const int hi = nibble(hex[i]), lo = nibble(hex[i + 1]);
+    if (hi < 0 || lo < 0) break;
+    bytes += char(hi * 16 + lo);
+  }
+  if (hex.empty() || bytes.size() * 2 != hex.size()) {
+    throw std::runtime_error("data." + hex_key + " must be lowercase hex digits, two per byte");
+  }
+  return bytes;
+}
+
 std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json& run,
                                             const ParamLayout& layout) {
   std::map<std::string, std::string> md;
@@ -176,11 +216,11 @@ std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json&
                                 {"model", model_config_json(m.model)},
                                 {"train", train_config_json(m.train)}});
   md["init"] = m.init;
-  md["data"] = json_text(Json{{"kind", m.data.kind},
-                              {"source", m.data.source},
-                              {"path", m.data.path},
-                              {"hash", data_hash_text(m.data.hash)},
-                              {"next_batch", m.step}});
+  Json data = {
+      {"kind", m.data.kind}, {"hash", data_hash_text(m.data.hash)}, {"next_batch", m.step}};
+  put_lossless(data, "source", m.data.source);
+  put_lossless(data, "path", m.data.path);
+  md["data"] = json_text(data);
   md["checkpointing"] = json_text(Json{{"save_every", m.save_every}, {"keep", m.keep}});
   md["run"] = json_text(run);
   add_derived_state(md, m, layout);
@@ -230,7 +270,7 @@ CheckpointMeta parse_meta(const std::map<std::string, std::string>& md) {
   }
   m.init = meta_value(md, "init");
   const JsonFields data(meta_json(md, "data"), "data");
-  m.data = {data.text("kind"), data.text("source"), data.text("path"),
+  m.data = {data.text("kind"), get_lossless(data, "source"), get_lossless(data, "path"),
             parse_hash(data.text("hash"))};
   if (m.data.kind != "text" && m.data.kind != "llmc-tokens") {
     throw std::runtime_error("data.kind must be \"text\" or \"llmc-tokens\"");

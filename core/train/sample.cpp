@@ -59,6 +59,14 @@ std::vector<int32_t> sample_tokens(Model& model, int window, const std::vector<i
   if (!(opt.temperature >= 0.0f)) throw std::invalid_argument("temperature must be >= 0");
   const CounterRng rng(opt.seed, RngStream::kSample);
   const int V = model.config().vocab, Vp = model.config().padded_vocab;
+  // The embedding reads row id of its table: an id past V would read past it.
+  for (const int32_t id : prompt) {
+    if (id < 0 || id >= V) {
+      throw input_error("prompt token id " + std::to_string(id) +
+                        " is outside the model's vocabulary (V = " + std::to_string(V) +
+                        ", ids 0.." + std::to_string(V - 1) + ")");
+    }
+  }
   std::vector<int32_t> tokens = prompt;
   std::vector<double> probs(static_cast<size_t>(V));
   std::vector<int> order;

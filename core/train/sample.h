@@ -26,8 +26,8 @@ struct SampleOptions {
 };
 
 // The generated tokens (the prompt excluded); `on_token` sees each as soon as it is drawn.
-// The prompt must be non-empty with ids < V. Logits that are not finite (broken weights) are an
-// input error naming the token.
+// The prompt must be non-empty; an id outside [0, V) is an input error naming it and V. Logits that
+// are not finite (broken weights) are an input error naming the token.
 std::vector<int32_t> sample_tokens(Model& model, int window, const std::vector<int32_t>& prompt,
                                    const SampleOptions& options,
                                    const std::function<void(int32_t)>& on_token = {});

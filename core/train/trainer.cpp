@@ -1,5 +1,6 @@
 #include "core/train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -21,9 +22,23 @@ Dataset checked(Dataset data, const ModelConfig& model, const TrainConfig& train
   const BatchSampler::Mode mode = sampler_mode(data);
   check_batch_fits(data.train, "train", data.source, train.batch, train.seq, mode);
   check_batch_fits(data.val, "val", data.source, train.batch, train.seq, mode);
+  check_val_batches(data, train);
   return data;
 }
 }  // namespace
+
+void check_val_batches(const Dataset& data, const TrainConfig& train) {
+  const size_t per_batch = size_t(train.batch) * size_t(train.seq);
+  const size_t split_batches = (data.val.size() + per_batch - 1) / per_batch;
+  const size_t most = std::max(kMinValBatchesBound, kValRereads * split_batches);
+  if (size_t(train.val_batches) <= most) return;
+  throw input_error("val_batches " + std::to_string(train.val_batches) +
+                    " would read the val split of " + data.source + " (" +
+                    std::to_string(data.val.size()) + " tokens, " + std::to_string(split_batches) +
+                    " batches of " + std::to_string(per_batch) + ") more than " +
+                    std::to_string(kValRereads) + " times per validation; at most " +
+                    std::to_string(most) + " (--val-batches)");
+}
 
 MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t) {
   const ParamLayout layout = param_layout(model);
@@ -32,6 +47,15 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t) {
   return {layout.num_params(), 2 * layout.total() * sizeof(float) + state + mirror,
           activation_floats(model, t.batch, t.seq, t.attention) * sizeof(float) +
               matmul_workspace_bytes(model, t.precision, t.matmul)};
+}
+
+void check_memory(const MemoryEstimate& need, const MemoryLimit& limit) {
+  if (limit.bytes == 0 || need.total() <= limit.bytes) return;
+  const auto mib = [](size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
+  throw input_error(
+      "this run needs about " + mib(need.total()) + " (the estimate: " + mib(need.param_bytes) +
+      " parameters and optimizer state, " + mib(need.arena_bytes) + " activations) but " +
+      mib(limit.bytes) + " is available (" + limit.source + "); use a smaller --batch or --seq");
 }
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data)

@@ -9,14 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "simd/aligned_buffer.h"
+#include "core/base/memory.h"
+#include "core/formats/trace.h"
+#include "core/model/model.h"
 #include "core/train/config.h"
 #include "core/train/data.h"
-#include "core/model/model.h"
-#include "optim/optimizer.h"
 #include "core/train/sample.h"
-#include "core/formats/trace.h"
+#include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "simd/aligned_buffer.h"
 
 namespace reftrain {
 
@@ -38,6 +39,17 @@ struct MemoryEstimate {
   size_t total() const { return param_bytes + arena_bytes; }
 };
 MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& train);
+// Refuses a run whose estimate exceeds the memory available (`limit`, see available_memory()):
+// an input error naming both, thrown before anything large is allocated, where the kernel's
+// OOM killer would otherwise end the run silently (exit 137). A limit of 0 bytes checks nothing.
+void check_memory(const MemoryEstimate& need, const MemoryLimit& limit);
+
+// One validation may read the val split at most kValRereads times over (nanoGPT's shakespeare
+// recipe reads its split ~30 times), or kMinValBatchesBound batches, whichever is more: a
+// crafted checkpoint's val_batches (2^20 passes the type's bound) would otherwise make a resumed
+// run validate for days. An input error naming the bound otherwise.
+constexpr size_t kValRereads = 64, kMinValBatchesBound = 100;
+void check_val_batches(const Dataset& data, const TrainConfig& train);
 
 class Trainer {
  public:
