@@ -10,6 +10,28 @@
 
 namespace reftrain {
 
+namespace {
+
+CLI::Validator number_at_least(double lo, bool strict, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(text, x)) return printable(text) + " is not a number";
+        if (!(strict ? x > lo : x >= lo)) return printable(text) + " is not " + what;
+        return "";
+      },
+      "NUMBER " + what, what);
+}
+
+}  // namespace
+
+CLI::Validator non_negative_number() {
+  return number_at_least(0, false, ">= 0");
+}
+CLI::Validator positive_number() {
+  return number_at_least(0, true, "> 0");
+}
+
 uint64_t parse_seed(const std::string& text) {
   const bool digits = !text.empty() && text.size() <= 20 &&
                       text.find_first_not_of("0123456789") == std::string::npos;

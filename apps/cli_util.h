@@ -29,6 +29,12 @@ void add_field_option(CLI::App& app, const TrainField& field, TrainConfig& numbe
 // Sets the field in `t` from what the user gave (nothing when it was not given).
 void apply_field_option(const FieldOption& o, const TrainConfig& numbers, TrainConfig& t);
 
+// Number checks for options, like CLI11's NonNegativeNumber and PositiveNumber but with a short
+// message: those print the double range's end in full ("Value -5 not in range 0.000000 to
+// 17976931348623157...", 309 digits). NaN passes neither.
+CLI::Validator non_negative_number();
+CLI::Validator positive_number();
+
 // Prints each sampled token as soon as it is drawn, flushed: a text model's byte as it is, an
 // llm.c model's token id as " ID". Used by `sample` and by the sample that ends `train`.
 std::function<void(int32_t)> token_printer(bool byte_tokens);

@@ -13,11 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "apps/cli_util.h"
 #include "apps/commands.h"
-#include "core/golden/compare.h"
 #include "core/base/error.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
+#include "core/golden/compare.h"
 
 namespace reftrain {
 
@@ -42,10 +43,22 @@ Kind kind_of(const std::string& path) {
   if (fs::is_directory(path, ec)) return Kind::kDir;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error("cannot open " + path);
-  char c = 0;
-  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
-  }
-  return c == '{' ? Kind::kTrace : Kind::kTensors;
+  // By content, not by name: a safetensors file opens with its header's length (8 bytes, little
+  // endian) and the header's '{'; a trace with '{' after an optional UTF-8 byte order mark and
+  // blanks (read_trace accepts both).
+  std::string head(4096, '\0');
+  in.read(&head[0], std::streamsize(head.size()));
+  head.resize(size_t(in.gcount()));
+  in.clear();
+  in.seekg(0, std::ios::end);
+  const uint64_t size = uint64_t(in.tellg());
+  uint64_t n = 0;
+  for (int i = 7; i >= 0 && head.size() >= 9; --i) n = n << 8 | static_cast<unsigned char>(head[i]);
+  if (head.size() >= 9 && head[8] == '{' && n <= size - 8) return Kind::kTensors;
+  size_t i = head.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  while (i < head.size() && std::isspace(static_cast<unsigned char>(head[i]))) ++i;
+  if (i == size) throw input_error(path + " is empty: neither a trace nor a safetensors file");
+  return i < head.size() && head[i] == '{' ? Kind::kTrace : Kind::kTensors;
 }
 
 // One compared pair: its verdict, its report as text and as JSON.
@@ -281,12 +294,12 @@ CommandRunner add_compare_command(CLI::App& app) {
       app.add_option("--max-nmse", a->tol.max_nmse, "tensors: sum (b-a)^2 / sum a^2 at most this");
   CLI::Option* ulp =
       app.add_option("--max-ulp", a->tol.max_ulp, "tensors: distance in units in the last place");
-  for (CLI::Option* o : {rtol, atol, nmse, ulp}) o->check(CLI::NonNegativeNumber);
+  for (CLI::Option* o : {rtol, atol, nmse, ulp}) o->check(non_negative_number());
   app.add_option("--max-drift", a->max_drift, "traces: |loss_b - loss_a| / |loss_a| per step")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_number())
       ->capture_default_str();
   app.add_option("--steps", a->steps, "traces: compare only steps 1..N (default: all of A's)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_number());
   app.add_flag("--subset", a->subset, "tensors: B may hold only some of A's tensors");
   app.add_flag("--json", a->json, "print the report as JSON");
   app.add_flag("--quiet", a->quiet, "print the summary lines only, not every step or tensor");

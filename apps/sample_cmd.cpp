@@ -8,9 +8,9 @@
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
+#include "core/base/error.h"
 #include "core/train/checkpoint.h"
 #include "core/train/data.h"
-#include "core/base/error.h"
 #include "core/train/sample.h"
 
 namespace reftrain {
@@ -84,11 +84,11 @@ CommandRunner add_sample_command(CLI::App& app) {
   app.add_option("--temperature", a->options.temperature,
                  "softmax temperature; 0 = always the most likely token")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   app.add_option("--top-k", a->options.top_k,
                  "draw from the K most likely tokens only (0 = from all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_number());
   a->seed_given = app.add_option("--seed", a->seed,
                                  "seed of the draws (default: the run's training seed; the same "
                                  "seed gives the same text)");

@@ -19,6 +19,20 @@ std::string atomic_tmp_path(const std::string& path) {
   return (p.parent_path() / ("." + p.filename().string() + ".tmp")).string();
 }
 
+void create_output_dir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+    throw input_error("--out " + printable(dir, 200) +
+                      " is a file, not a directory; choose another --out");
+  }
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec)) {
+    throw input_error("cannot create directory " + printable(dir, 200) + ": " +
+                      (ec ? ec.message() : std::string("it is not a directory")) +
+                      "; choose another --out");
+  }
+}
+
 std::string describe_write_error(int err) {
   switch (err) {
     case ENOSPC:
@@ -38,6 +52,12 @@ std::string describe_write_error(int err) {
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path)
     : path_(path), tmp_(atomic_tmp_path(path)) {
+  // A directory is refused by name: renaming over it used to fail as "cannot rename /.tmp.tmp"
+  // (for --trace /tmp), a message that names neither the flag's value nor the reason.
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    throw input_error(printable(path, 200) + " is a directory; give a file name to write");
+  }
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create", errno);
 }

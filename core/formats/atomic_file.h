@@ -38,6 +38,10 @@ class AtomicFileWriter {
 // cannot): plots, JSON files.
 void write_text_file(const std::string& path, const std::string& text);
 
+// Creates `dir` (and its parents) for a command's `--out`; an input error with the reason when
+// it cannot: a file of that name, a parent that is a file, no permission.
+void create_output_dir(const std::string& dir);
+
 // The temporary name AtomicFileWriter uses for `path`: DIR/.NAME.tmp.
 std::string atomic_tmp_path(const std::string& path);
 

@@ -192,9 +192,7 @@ Json step_line(const StepResult& r, double z_part) {
 void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset data,
                       const std::string& out_dir) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (!fs::is_directory(out_dir)) throw input_error("cannot create directory " + out_dir);
+  create_output_dir(out_dir);
   const auto file = [&](const char* name) { return (fs::path(out_dir) / name).string(); };
 
   Trainer trainer(preset.model, train, std::move(data));
