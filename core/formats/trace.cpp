@@ -80,7 +80,13 @@ std::string json_text(const Json& j, int indent) {
   return out;
 }
 
-TraceWriter::TraceWriter(const std::string& path, const std::vector<Json>& head) : path_(path) {
+std::string json_text(const Json& j, int indent, JsonFloats floats) {
+  if (floats == JsonFloats::kShortest) return json_text(j, indent);
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+TraceWriter::TraceWriter(const std::string& path, const std::vector<Json>& head, JsonFloats floats)
+    : path_(path), floats_(floats) {
   if (path.empty()) return;
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
@@ -89,7 +95,7 @@ TraceWriter::TraceWriter(const std::string& path, const std::vector<Json>& head)
   if (!head.empty()) {
     AtomicFileWriter out(path);
     for (const Json& line : head) {
-      const std::string s = json_text(line) + "\n";
+      const std::string s = json_text(line, -1, floats_) + "\n";
       out.write(s.data(), s.size());
     }
     out.commit();
@@ -106,7 +112,7 @@ void TraceWriter::write(const Json& line) {
   if (!f_) return;
   // JSON text is UTF-8; a value that is not (a file name in another encoding) gets U+FFFD in
   // place of its bad bytes instead of a type_error that would end the run.
-  const std::string s = json_text(line) + "\n";
+  const std::string s = json_text(line, -1, floats_) + "\n";
   if (std::fwrite(s.data(), 1, s.size(), f_) != s.size() || std::fflush(f_) != 0) {
     throw input_error("writing trace file " + path_ + " failed (disk full?)");
   }

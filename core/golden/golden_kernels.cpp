@@ -11,6 +11,9 @@ namespace reftrain {
 
 namespace {
 
+// The golden files keep dump's float form: their bytes are pinned (see JsonFloats).
+constexpr JsonFloats kPinned = JsonFloats::kPinnedDump;
+
 uint32_t fnv1a32(const std::string& s) {
   uint32_t h = 2166136261u;
   for (unsigned char c : s) h = (h ^ c) * 16777619u;
@@ -304,8 +307,8 @@ SafetensorsFile make_kernel_fixture(const KernelSpec& k, uint64_t seed) {
   }
   f.metadata["format"] = "reftrain-golden-kernel";
   f.metadata["kernel"] = k.name;
-  f.metadata["params"] = json_text(params);
-  f.metadata["tolerances"] = json_text(tolerances);
+  f.metadata["params"] = json_text(params, -1, kPinned);
+  f.metadata["tolerances"] = json_text(tolerances, -1, kPinned);
   return f;
 }
 
@@ -345,7 +348,7 @@ void write_golden_kernels(const std::string& out_dir, const std::string& arch, u
     if (!in_family(k, arch)) continue;
     SafetensorsFile f = make_kernel_fixture(k, seed);
     Json entry = kernel_manifest(k, f, seed);
-    f.metadata["manifest"] = json_text(entry);
+    f.metadata["manifest"] = json_text(entry, -1, kPinned);
     write_safetensors((fs::path(out_dir) / (k.name + ".safetensors")).string(), f);
     kernels.push_back(std::move(entry));
   }
@@ -369,7 +372,8 @@ void write_golden_kernels(const std::string& out_dir, const std::string& arch, u
        "(after)"},
       {"dims", dims},
       {"kernels", kernels}};
-  write_text_file((fs::path(out_dir) / "manifest.json").string(), json_text(manifest, 1) + "\n");
+  write_text_file((fs::path(out_dir) / "manifest.json").string(),
+                  json_text(manifest, 1, kPinned) + "\n");
 }
 
 }  // namespace reftrain

@@ -19,6 +19,9 @@ namespace reftrain {
 
 namespace {
 
+// The golden files keep dump's float form: their bytes are pinned (see JsonFloats).
+constexpr JsonFloats kPinned = JsonFloats::kPinnedDump;
+
 constexpr int kFormatVersion = 1;
 
 std::vector<int64_t> shape64(std::initializer_list<int64_t> s) {
@@ -26,7 +29,7 @@ std::vector<int64_t> shape64(std::initializer_list<int64_t> s) {
 }
 
 void write_json(const std::string& path, const Json& j) {
-  write_text_file(path, json_text(j, 2) + "\n");
+  write_text_file(path, json_text(j, 2, kPinned) + "\n");
 }
 
 // The kernels of one step in dispatch order, as a GPU backend runs them.
@@ -109,11 +112,12 @@ void write_init(const Model& model, const std::string& path) {
                        {"decay", t.decay}});
   }
   f.metadata["format"] = "reftrain-golden-init";
-  f.metadata["layout"] = json_text(tensors);
+  f.metadata["layout"] = json_text(tensors, -1, kPinned);
   f.metadata["mega_buffer"] = json_text(Json{{"dtype", "F32"},
                                              {"floats", layout.total()},
                                              {"wd_end", layout.wd_end()},
-                                             {"align_floats", kAlignFloats}});
+                                             {"align_floats", kAlignFloats}},
+                                        -1, kPinned);
   write_safetensors(path, f);
 }
 
@@ -170,7 +174,7 @@ void write_debug_state(const ModelConfig& cfg, const std::vector<float>& w0, con
     f.add("grad." + p.name, DType::kF32, std::vector<int64_t>(p.shape.begin(), p.shape.end()),
           m->grads() + p.offset);
   }
-  f.metadata["tolerances"] = json_text(debug_state_tolerances(f));
+  f.metadata["tolerances"] = json_text(debug_state_tolerances(f), -1, kPinned);
   f.metadata["format"] = "reftrain-golden-debug-state";
   f.metadata["step"] = "1";
   f.metadata["note"] = "gradients of step 1's loss at the initial weights, before clipping";
@@ -208,7 +212,7 @@ void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset da
   const int B = train.batch, T = train.seq, S = train.steps;
   const size_t BT = size_t(B) * T;
   std::vector<int32_t> inputs(size_t(S) * BT), targets(size_t(S) * BT);
-  TraceWriter trace(file("trace.jsonl"));
+  TraceWriter trace(file("trace.jsonl"), {}, kPinned);
   trace.write({{"type", "run"},
                {"format", "reftrain-golden-trace"},
                {"preset", preset.name},

@@ -96,7 +96,7 @@ TEST_F(HardeningMessages, CompareDetectsTheKindByContent) {
   const CommandResult r = run_reftrain("compare " + a + " " + bom);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   write_file(dir_.file("empty.jsonl"), "");
-  expect_user_error("compare " + a + " " + dir_.file("empty.jsonl"), 1,
+  expect_user_error("compare " + a + " " + dir_.file("empty.jsonl"), 2,  // compare's input code
                     "is empty: neither a trace nor a safetensors file");
 }
 
