@@ -252,7 +252,7 @@ Dataset reload_data(const TrainArgs& a, const DataSource& src) {
   std::error_code ec;
   if (!std::filesystem::exists(src.path, ec)) {
     throw input_error("the checkpoint's data " + printable(src.path, 200) +
-                      " is gone; if it moved, pass it with " + flag + " FILE");
+                      " does not exist; if it moved, pass it with " + flag + " FILE");
   }
   // Only the fortunes corpus is a directory of data; a checkpoint naming another directory
   // (crafted, or the corpus moved) would have every file in it read as fortunes.

@@ -137,7 +137,7 @@ TEST_F(HardeningMessages, DataPathOfACheckpointIsCheckedOnResume) {
   f.metadata["data"] = data.dump();
   write_safetensors(crafted, f);
   expect_user_error("train --resume " + crafted + " --out " + dir_.file("o2"), 1,
-                    "is gone; if it moved, pass it with --data FILE");
+                    "does not exist; if it moved, pass it with --data FILE");
 }
 
 }  // namespace
