@@ -32,6 +32,7 @@ CLI::Validator validator(std::function<void(std::string&)> parse, const std::str
 }
 }  // namespace
 
+
 uint64_t parse_seed(const std::string& text) {
   const bool digits = !text.empty() && text.size() <= 20 &&
                       text.find_first_not_of("0123456789") == std::string::npos;

@@ -54,6 +54,7 @@ struct NamedPath {
 // destroy what the command reads, before anyone noticed. Empty paths are skipped.
 void refuse_clobbering(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
+
 // Prints each sampled token as soon as it is drawn, flushed: a text model's byte as it is, an
 // llm.c model's token id as " ID". Used by `sample` and by the sample that ends `train`.
 std::function<void(int32_t)> token_printer(bool byte_tokens);

@@ -45,10 +45,22 @@ Kind kind_of(const std::string& path) {
   if (fs::is_directory(path, ec)) return Kind::kDir;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error("cannot open " + path);
-  char c = 0;
-  while (in.get(c) && std::isspace(static_cast<unsigned char>(c))) {
-  }
-  return c == '{' ? Kind::kTrace : Kind::kTensors;
+  // By content, not by name: a safetensors file opens with its header's length (8 bytes, little
+  // endian) and the header's '{'; a trace with '{' after an optional UTF-8 byte order mark and
+  // blanks (read_trace accepts both).
+  std::string head(4096, '\0');
+  in.read(&head[0], std::streamsize(head.size()));
+  head.resize(size_t(in.gcount()));
+  in.clear();
+  in.seekg(0, std::ios::end);
+  const uint64_t size = uint64_t(in.tellg());
+  uint64_t n = 0;
+  for (int i = 7; i >= 0 && head.size() >= 9; --i) n = n << 8 | static_cast<unsigned char>(head[i]);
+  if (head.size() >= 9 && head[8] == '{' && n <= size - 8) return Kind::kTensors;
+  size_t i = head.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
+  while (i < head.size() && std::isspace(static_cast<unsigned char>(head[i]))) ++i;
+  if (i == size) throw input_error(path + " is empty: neither a trace nor a safetensors file");
+  return i < head.size() && head[i] == '{' ? Kind::kTrace : Kind::kTensors;
 }
 
 // One compared pair: its verdict, its report as text and as JSON.

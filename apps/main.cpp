@@ -1,14 +1,75 @@
 // reftrain: a CPU GPT trainer and golden model. Subcommands live in apps/*_cmd.cpp.
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <exception>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "apps/commands.h"
 #include "core/base/error.h"
+
+namespace {
+
+// A whole message fit for one line of stderr: control bytes (a newline inside a flag's value) as
+// \xNN, and when it is longer than `max_chars`, its middle cut (a 100 KB value the command line
+// parser echoes), keeping the start and the end, where the reason is.
+std::string one_line(const std::string& message, size_t max_chars = 400) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (const char ch : message) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+    } else {
+      out += ch;
+    }
+  }
+  if (out.size() <= max_chars) return out;
+  const size_t keep = max_chars / 2;
+  return out.substr(0, keep) + "...(" + std::to_string(out.size() - 2 * keep) + " bytes cut)..." +
+         out.substr(out.size() - keep);
+}
+
+// Edits (insert, delete, replace, swap two neighbours) from a to b: "trian" is 1 from "train".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The message for a first argument that is no command: its name (quoted, cut) and the nearest
+// command, where one is near; empty when the first argument is a command or a flag.
+std::string unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return "";
+  const std::string given = argv[1];
+  std::string nearest, names;
+  size_t best = 3;  // more edits than 2: no suggestion
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (sub->get_name() == given) return "";
+    names += (names.empty() ? "" : ", ") + sub->get_name();
+    const size_t d = edit_distance(given.substr(0, 64), sub->get_name());
+    if (d < best) best = d, nearest = sub->get_name();
+  }
+  return "unknown command " + reftrain::printable(given) +
+         (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") + " (commands: " + names +
+         ")";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace reftrain;
@@ -49,11 +110,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::string what = e.what();
+    std::string what = unknown_command(app, argc, argv);
+    if (what.empty()) what = e.what();
     if (what.empty()) {
       what = "a subcommand is required: train, sample, plot, presets, explain, golden or compare";
     }
-    std::fprintf(stderr, "error: %s (see reftrain --help)\n", what.c_str());
+    std::fprintf(stderr, "error: %s (see reftrain --help)\n", one_line(what).c_str());
     return kExitUsageError;
   }
   try {
@@ -63,7 +125,7 @@ int main(int argc, char** argv) {
   } catch (const UserError& e) {
     if (isatty(fileno(stdout))) std::printf("\n");  // end a progress line left open
     std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", one_line(e.what()).c_str());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "error: out of memory; try a smaller --batch or --seq\n");

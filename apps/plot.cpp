@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <unordered_map>
 
 #include "core/base/error.h"
 
@@ -41,9 +42,13 @@ struct Range {
   bool empty() const { return !(lo <= hi); }
 };
 
+double largest(const Range& r) {
+  return std::max(std::fabs(r.lo), std::fabs(r.hi));
+}
+
 // Ticks at 1, 2 or 5 times a power of ten, about `target` of them over [lo, hi] (hi > lo).
 std::vector<double> nice_ticks(double lo, double hi, int target, double* step_out) {
-  const double raw = (hi - lo) / target;
+  const double raw = hi / target - lo / target;  // hi - lo may overflow (-1e308 to 1e308)
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -61,40 +66,65 @@ std::vector<double> nice_ticks(double lo, double hi, int target, double* step_ou
   return ticks;
 }
 
-std::string tick_label(double value, double step) {
-  const int decimals = std::max(0, int(-std::floor(std::log10(step) + 1e-9)));
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+// A tick's value with as many digits as the tick spacing needs: fixed for losses of everyday
+// size, scientific for huge or tiny ones (a loss of 1e308 printed "%.0f" is 309 digits; a
+// denormal one needs 310 decimals to be told from zero).
+std::string tick_label(double value, double step, double largest) {
+  const int step_exp = int(std::floor(std::log10(step) + 1e-9));
+  const int top_exp = largest > 0 ? int(std::floor(std::log10(largest))) : step_exp;
+  char buf[64];
+  if (top_exp >= 7 || step_exp <= -6) {
+    const int digits = std::clamp(top_exp - step_exp, 0, 16);
+    std::snprintf(buf, sizeof buf, "%.*e", digits, value);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.*f", std::max(0, -step_exp), value);
+  }
   return buf;
 }
 
-// Text for XML 1.0: the five special characters escaped, control characters (not allowed in
-// XML) shown as '?'.
+// The length of the well-formed UTF-8 sequence at s[i] (overlong forms, surrogates and code
+// points past U+10FFFF are not), 0 when there is none.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto byte = [&](size_t k) { return k < s.size() ? static_cast<unsigned char>(s[k]) : 0; };
+  const unsigned c = byte(i);
+  const auto cont = [&](size_t k) { return (byte(i + k) & 0xC0) == 0x80; };
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned c1 = byte(i + 1);
+    const bool ok = (c == 0xE0 ? c1 >= 0xA0 : true) && (c == 0xED ? c1 < 0xA0 : true);
+    return ok && cont(1) && cont(2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned c1 = byte(i + 1);
+    const bool ok = (c == 0xF0 ? c1 >= 0x90 : true) && (c == 0xF4 ? c1 < 0x90 : true);
+    return ok && cont(1) && cont(2) && cont(3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// Text for XML 1.0, which is UTF-8 here: the five special characters escaped, control characters
+// and U+FFFE/U+FFFF (not allowed in XML) shown as '?', and a byte that starts no well-formed
+// UTF-8 sequence (a Latin-1 title or file name) as U+FFFD, so the file always parses.
 std::string xml_escape(const std::string& s) {
+  static const std::unordered_map<char, const char*> kEntities = {
+      {'&', "&amp;"}, {'<', "&lt;"}, {'>', "&gt;"}, {'"', "&quot;"}, {'\'', "&apos;"}};
   std::string out;
-  for (char c : s) {
-    if (static_cast<unsigned char>(c) < 0x20 && c != '\t') {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_length(s, i);
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";  // U+FFFD
+      ++i;
+    } else if ((c < 0x20 && c != '\t') || s.compare(i, n, "\xEF\xBF\xBE") == 0 ||
+               s.compare(i, n, "\xEF\xBF\xBF") == 0) {
       out += '?';
-      continue;
-    }
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&apos;";
-        break;
-      default:
-        out += c;
+      i += n;
+    } else if (n == 1 && kEntities.count(s[i])) {
+      out += kEntities.at(s[i++]);
+    } else {
+      out.append(s, i, n);
+      i += n;
     }
   }
   return out;
@@ -106,15 +136,18 @@ std::string fmt(const char* format, double a, double b = 0, double c = 0, double
   return buf;
 }
 
+// Where v lies in [r.lo, r.hi], 0 to 1; halved first when the span overflows a double.
+double fraction(double v, Range r) {
+  const double span = r.hi - r.lo;
+  if (std::isfinite(span)) return (v - r.lo) / span;
+  return (v / 2 - r.lo / 2) / (r.hi / 2 - r.lo / 2);
+}
+
 class Canvas {
  public:
   Canvas(Range x, Range y, double width) : x_(x), y_(y), width_(width) {}
-  double px(double step) const {
-    return kLeft + (step - x_.lo) / (x_.hi - x_.lo) * (kRight - kLeft);
-  }
-  double py(double loss) const {
-    return kBottom - (loss - y_.lo) / (y_.hi - y_.lo) * (kBottom - kTop);
-  }
+  double px(double step) const { return kLeft + fraction(step, x_) * (kRight - kLeft); }
+  double py(double loss) const { return kBottom - fraction(loss, y_) * (kBottom - kTop); }
   // Polylines through the finite points, broken at gaps; dots on each point when `dots`.
   std::string series(const std::vector<Point>& pts, const char* color, double width, double opacity,
                      bool dots) const {
@@ -152,7 +185,7 @@ class Canvas {
       s += fmt("<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\" stroke=\"black\"/>\n", x,
                kBottom, x, kBottom + 5);
       s += fmt("<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">", x, kBottom + 20) +
-           tick_label(t, step) + "</text>\n";
+           tick_label(t, step, largest(x_)) + "</text>\n";
     }
     for (double t : nice_ticks(y_.lo, y_.hi, 6, &step)) {
       const double y = py(t);
@@ -161,7 +194,7 @@ class Canvas {
       s += fmt("<line x1=\"%.0f\" y1=\"%.2f\" x2=\"%.0f\" y2=\"%.2f\" stroke=\"black\"/>\n",
                kLeft - 5, y, kLeft, y);
       s += fmt("<text x=\"%.0f\" y=\"%.2f\" text-anchor=\"end\">", kLeft - 8, y + 4) +
-           tick_label(t, step) + "</text>\n";
+           tick_label(t, step, largest(y_)) + "</text>\n";
     }
     s +=
         fmt("<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
@@ -217,8 +250,10 @@ std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& t
   if (y.empty()) throw input_error("nothing to plot: the traces hold no finite loss");
   if (x.hi <= x.lo) x.hi = x.lo + 1;
   // A flat curve gets a band around it wide enough to stay distinct in double.
-  const double pad = y.hi > y.lo ? 0.05 * (y.hi - y.lo) : std::max(0.5, 0.05 * std::fabs(y.hi));
-  y.lo -= pad, y.hi += pad;
+  const double pad =
+      y.hi > y.lo ? 0.05 * y.hi - 0.05 * y.lo : std::max(0.5, 0.05 * std::fabs(y.hi));
+  const double max = std::numeric_limits<double>::max();
+  y.lo = std::max(-max, y.lo - pad), y.hi = std::min(max, y.hi + pad);
   size_t longest = 0;
   for (const PlotRun& r : runs) longest = std::max(longest, r.label.size());
   const double width = kRight + std::max(220.0, 100.0 + 7.0 * double(longest));

@@ -259,14 +259,22 @@ Dataset checked_hash(Dataset d, const DataSource& src) {
 // The checkpoint's data, from where it was (or from --data/--data-tokens, if it moved).
 Dataset reload_data(const TrainArgs& a, const DataSource& src) {
   if (a.has("--data") || a.has("--data-tokens")) return checked_hash(load_data(a), src);
-  Dataset d;
+  const std::string flag = src.kind == "llmc-tokens" ? "--data-tokens" : "--data";
   std::error_code ec;
-  if (src.kind == "llmc-tokens") {
-    d = load_llmc_tokens(src.path);
-  } else {
-    d = std::filesystem::is_directory(src.path, ec) ? load_fortunes(src.path)
-                                                    : load_text_file(src.path);
+  if (!std::filesystem::exists(src.path, ec)) {
+    throw input_error("the checkpoint's data " + printable(src.path, 200) +
+                      " does not exist; if it moved, pass it with " + flag + " FILE");
   }
+  // Only the fortunes corpus is a directory of data; a checkpoint naming another directory
+  // (crafted, or the corpus moved) would have every file in it read as fortunes.
+  const bool fortunes = src.kind == "text" && src.path == kFortunesDir;
+  if (!fortunes && std::filesystem::is_directory(src.path, ec)) {
+    throw input_error("the checkpoint's data " + printable(src.path, 200) +
+                      " is a directory, not the data file it names; pass the data with " + flag);
+  }
+  Dataset d = src.kind == "llmc-tokens" ? load_llmc_tokens(src.path)
+              : fortunes                ? load_fortunes(src.path)
+                                        : load_text_file(src.path);
   d.source = src.source;  // the name the run's trace and checkpoints know it by
   return checked_hash(std::move(d), src);
 }

@@ -26,6 +26,20 @@ bool same_file(const std::string& a, const std::string& b) {
          sa.st_ino == sb.st_ino;
 }
 
+void create_output_dir(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+    throw input_error("--out " + printable(dir, 200) +
+                      " is a file, not a directory; choose another --out");
+  }
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir, ec)) {
+    throw input_error("cannot create directory " + printable(dir, 200) + ": " +
+                      (ec ? ec.message() : std::string("it is not a directory")) +
+                      "; choose another --out");
+  }
+}
+
 std::string describe_write_error(int err) {
   switch (err) {
     case ENOSPC:
@@ -57,7 +71,11 @@ std::string output_target(const std::string& path) {
 AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
   struct stat st = {};
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    if (S_ISDIR(st.st_mode)) fail("cannot write", EISDIR);
+    // A directory is refused by name: renaming over it used to fail as "cannot rename
+    // /.tmp.tmp" (for --trace /tmp), a message that names neither the value nor the reason.
+    if (S_ISDIR(st.st_mode)) {
+      throw input_error(printable(path, 200) + " is a directory; give a file name to write");
+    }
     // A device or a FIFO (/dev/null, /dev/stdout, a pipe): renaming a file over it would
     // replace the node, so the bytes go to it directly.
     fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);

@@ -52,6 +52,10 @@ void check_writable(const std::string& flag, const std::string& path);
 // target does not exist yet: a dangling link names the file to create), else the path itself.
 std::string output_target(const std::string& path);
 
+// Creates `dir` (and its parents) for a command's `--out`; an input error with the reason when
+// it cannot: a file of that name, a parent that is a file, no permission.
+void create_output_dir(const std::string& dir);
+
 // The temporary name AtomicFileWriter uses for `path`: DIR/.NAME.tmp.
 std::string atomic_tmp_path(const std::string& path);
 

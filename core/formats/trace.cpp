@@ -1,6 +1,7 @@
 #include "core/formats/trace.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -17,15 +18,74 @@ namespace reftrain {
 double json_float(float x) {
   if (!std::isfinite(x)) return double(x);
   char buf[32];
-  for (int digits = 6; digits <= 9; ++digits) {
-    std::snprintf(buf, sizeof buf, "%.*g", digits, double(x));
-    if (std::strtof(buf, nullptr) == x) break;
-  }
+  *std::to_chars(buf, buf + sizeof buf - 1, x).ptr = '\0';  // the shortest that reads back
   return std::strtod(buf, nullptr);
+}
+
+std::string json_number(double x) {
+  if (!std::isfinite(x)) return "null";
+  if (x == 0) return std::signbit(x) ? "-0.0" : "0.0";
+  char sci[32];
+  *std::to_chars(sci, sci + sizeof sci - 1, x, std::chars_format::scientific).ptr = '\0';
+  // sci is [-]d[.ddd]e±XX: the digits, and the exponent of the first one.
+  std::string out, digits;
+  const char* p = sci;
+  if (*p == '-') out += *p++;
+  for (; *p != 'e'; ++p) {
+    if (*p != '.') digits += *p;
+  }
+  const int k = int(digits.size()), n = std::atoi(p + 1) + 1;  // value = 0.digits × 10^n
+  if (k <= n && n <= 15) return out + digits + std::string(size_t(n - k), '0') + ".0";
+  if (0 < n && n <= 15) return out + digits.substr(0, size_t(n)) + "." + digits.substr(size_t(n));
+  if (-4 < n && n <= 0) return out + "0." + std::string(size_t(-n), '0') + digits;
+  out += digits.substr(0, 1) + (k > 1 ? "." + digits.substr(1) : "") + "e";
+  const int e = n - 1;
+  out += e < 0 ? '-' : '+';
+  const std::string mag = std::to_string(std::abs(e));
+  return out + (mag.size() < 2 ? "0" : "") + mag;
+}
+
+namespace {
+
+void append_json(std::string& out, const Json& j, int indent, int level) {
+  const auto newline = [&](int depth) {
+    if (indent >= 0) out += "\n" + std::string(size_t(indent * depth), ' ');
+  };
+  if (j.is_number_float()) {
+    out += json_number(j.get<double>());
+  } else if ((j.is_object() || j.is_array()) && !j.empty()) {
+    out += j.is_object() ? '{' : '[';
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it, first = false) {
+      if (!first) out += ',';
+      newline(level + 1);
+      if (j.is_object()) {
+        out += Json(it.key()).dump(-1, ' ', false, Json::error_handler_t::replace);
+        out += indent >= 0 ? ": " : ":";
+      }
+      append_json(out, *it, indent, level + 1);
+    }
+    newline(level);
+    out += j.is_object() ? '}' : ']';
+  } else {
+    out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+}
+
+}  // namespace
+
+std::string json_text(const Json& j, int indent) {
+  std::string out;
+  append_json(out, j, indent, 0);
+  return out;
 }
 
 TraceWriter::TraceWriter(const std::string& path, const std::vector<Json>& head) : path_(path) {
   if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw input_error("trace file " + printable(path, 200) + " is a directory; give a file name");
+  }
   if (!head.empty()) {
     AtomicFileWriter out(path);
     for (const Json& line : head) {
@@ -70,6 +130,18 @@ std::string bad_record(const Json& j, const char* value_key, long long last) {
   return "";
 }
 
+// Why `text` is not JSON, where the reason is more than a syntax error.
+std::string json_syntax_error(const std::string& text) {
+  try {
+    const Json j = Json::parse(text);  // throws: the caller's parse of the same text failed
+  } catch (const Json::out_of_range& e) {
+    // 406: a number beyond the double range (1e400), which the parser refuses.
+    if (e.id == 406) return "a number is out of range (beyond +-1.8e308)";
+  } catch (const Json::exception&) {
+  }
+  return "not a JSON object";
+}
+
 }  // namespace
 
 Trace read_trace(const std::string& path, TornLastLine torn) {
@@ -86,13 +158,16 @@ Trace read_trace(const std::string& path, TornLastLine torn) {
     const auto fail = [&](const std::string& why) {
       return input_error(path + ":" + std::to_string(line_no) + ": " + why);
     };
+    // A byte order mark (editors on Windows write one) opens the file, not the JSON.
+    if (line_no == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) text.erase(0, 3);
     Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
     const bool whole = !j.is_discarded() && j.is_object();
     if (torn == TornLastLine::kDrop && line_no == line_count && (!whole || !ends_in_newline)) {
       t.dropped_line = line_no;
       break;
     }
-    if (!whole) throw fail("not a JSON object");
+    if (j.is_discarded()) throw fail(json_syntax_error(text));
+    if (!j.is_object()) throw fail("not a JSON object");
     if (!j.contains("type") || !j.at("type").is_string()) throw fail("needs a string \"type\"");
     const std::string type = j.at("type").get<std::string>();
     if (line_no == 1) {

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/formats/atomic_file.h"
 #include "core/base/error.h"
 #include "core/base/rng.h"
+#include "core/formats/atomic_file.h"
 
 namespace reftrain {
 
@@ -304,8 +304,8 @@ SafetensorsFile make_kernel_fixture(const KernelSpec& k, uint64_t seed) {
   }
   f.metadata["format"] = "reftrain-golden-kernel";
   f.metadata["kernel"] = k.name;
-  f.metadata["params"] = params.dump();
-  f.metadata["tolerances"] = tolerances.dump();
+  f.metadata["params"] = json_text(params, -1);
+  f.metadata["tolerances"] = json_text(tolerances, -1);
   return f;
 }
 
@@ -339,15 +339,13 @@ Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64
 
 void write_golden_kernels(const std::string& out_dir, const std::string& arch, uint64_t seed) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (!fs::is_directory(out_dir)) throw input_error("cannot create directory " + out_dir);
+  create_output_dir(out_dir);
   Json kernels = Json::array();
   for (const KernelSpec& k : golden_kernels()) {
     if (!in_family(k, arch)) continue;
     SafetensorsFile f = make_kernel_fixture(k, seed);
     Json entry = kernel_manifest(k, f, seed);
-    f.metadata["manifest"] = entry.dump();
+    f.metadata["manifest"] = json_text(entry, -1);
     write_safetensors((fs::path(out_dir) / (k.name + ".safetensors")).string(), f);
     kernels.push_back(std::move(entry));
   }

@@ -109,11 +109,12 @@ void write_init(const Model& model, const std::string& path) {
                        {"decay", t.decay}});
   }
   f.metadata["format"] = "reftrain-golden-init";
-  f.metadata["layout"] = json_text(tensors);
+  f.metadata["layout"] = json_text(tensors, -1);
   f.metadata["mega_buffer"] = json_text(Json{{"dtype", "F32"},
                                              {"floats", layout.total()},
                                              {"wd_end", layout.wd_end()},
-                                             {"align_floats", kAlignFloats}});
+                                             {"align_floats", kAlignFloats}},
+                                        -1);
   write_safetensors(path, f);
 }
 
@@ -170,7 +171,7 @@ void write_debug_state(const ModelConfig& cfg, const std::vector<float>& w0, con
     f.add("grad." + p.name, DType::kF32, std::vector<int64_t>(p.shape.begin(), p.shape.end()),
           m->grads() + p.offset);
   }
-  f.metadata["tolerances"] = json_text(debug_state_tolerances(f));
+  f.metadata["tolerances"] = json_text(debug_state_tolerances(f), -1);
   f.metadata["format"] = "reftrain-golden-debug-state";
   f.metadata["step"] = "1";
   f.metadata["note"] = "gradients of step 1's loss at the initial weights, before clipping";
@@ -234,9 +235,7 @@ Json step_line(const StepResult& r, double z_part) {
 void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset data,
                       const std::string& out_dir, int dump_step) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (!fs::is_directory(out_dir)) throw input_error("cannot create directory " + out_dir);
+  create_output_dir(out_dir);
   const auto file = [&](const char* name) { return (fs::path(out_dir) / name).string(); };
 
   Trainer trainer(preset.model, train, std::move(data));
@@ -252,7 +251,7 @@ void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset da
   const int B = train.batch, T = train.seq, S = train.steps;
   const size_t BT = size_t(B) * T;
   std::vector<int32_t> inputs(size_t(S) * BT), targets(size_t(S) * BT);
-  TraceWriter trace(file("trace.jsonl"));
+  TraceWriter trace(file("trace.jsonl"), {});
   trace.write({{"type", "run"},
                {"format", "reftrain-golden-trace"},
                {"preset", preset.name},

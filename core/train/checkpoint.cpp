@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "core/base/crc32c.h"
 #include "core/base/error.h"
 #include "core/formats/atomic_file.h"
 #include "core/train/data.h"
@@ -336,6 +337,68 @@ long flock_holder(const struct stat& st) {
   return 0;
 }
 
+// The optimizer state may hold +Inf (a v that overflowed, an 8-bit block's scale) but never NaN,
+// and v and the scales are never negative: such a state would make the resumed run's updates NaN,
+// and its NaN stop would then advise lowering --lr for what is a damaged file.
+void check_optimizer_state(const StateTensor& t, const SafeTensor& s) {
+  if (t.dtype != DType::kF32) return;  // 8-bit codes: every byte is a valid code
+  const bool signed_ok = t.buf == Buf::kM;
+  const std::vector<float> x = s.as<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) || (!signed_ok && x[i] < 0)) {
+      throw std::runtime_error("optimizer state " + t.name + " element " + std::to_string(i) +
+                               " is " + (std::isnan(x[i]) ? "NaN" : "negative") +
+                               "; the checkpoint is damaged and cannot be resumed");
+    }
+  }
+}
+
+constexpr const char* kChecksumAlgorithm = "crc32c";
+
+std::string hex32(uint32_t x) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", x);
+  return buf;
+}
+
+// {"algorithm": "crc32c", "tensors": {name: 8 hex digits}} over each tensor's bytes as stored.
+std::string checksums_json(const std::vector<TensorRef>& refs) {
+  Json sums = Json::object();
+  for (const TensorRef& r : refs) {
+    size_t bytes = dtype_size(r.dtype);
+    for (int64_t d : r.shape) bytes *= size_t(d);
+    sums[r.name] = hex32(crc32c(r.data, bytes));
+  }
+  return json_text(Json{{"algorithm", kChecksumAlgorithm}, {"tensors", sums}});
+}
+
+// The stored checksums' "tensors" object; null when the file has none (written before they were).
+Json stored_checksums(const std::map<std::string, std::string>& md) {
+  if (md.find("checksums") == md.end()) return Json();
+  const Json j = meta_json(md, "checksums");
+  if (!j.is_object() || j.value("algorithm", Json()) != kChecksumAlgorithm ||
+      !j.contains("tensors") || !j.at("tensors").is_object()) {
+    throw std::runtime_error(
+        "checksums metadata must be {\"algorithm\": \"crc32c\", "
+        "\"tensors\": {...}}");
+  }
+  return j.at("tensors");
+}
+
+void check_checksum(const std::string& name, const SafeTensor& s, const Json& sums) {
+  if (sums.is_null()) return;
+  const auto it = sums.find(name);
+  if (it == sums.end() || !it->is_string()) {
+    throw std::runtime_error("checksums metadata lacks tensor " + name);
+  }
+  const std::string got = hex32(crc32c(s.bytes.data(), s.bytes.size()));
+  if (got != it->get<std::string>()) {
+    throw std::runtime_error("tensor " + name + " does not match its checksum (crc32c " + got +
+                             ", stored " + printable(it->get<std::string>()) +
+                             "): the file was damaged after it was written");
+  }
+}
+
 bool is_stale_tmp(const std::string& name) {
   const std::string suffix = ".safetensors.tmp";
   return name.rfind(".ckpt-", 0) == 0 && name.size() > suffix.size() &&
@@ -443,8 +506,10 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
                                               : optimizer_buffer(t.buf, optimizer, t.offset);
     refs.push_back({t.name, t.dtype, t.shape, data});
   }
+  std::map<std::string, std::string> md = metadata(meta, run, model.layout());
+  md["checksums"] = checksums_json(refs);
   try {
-    write_safetensors(path, refs, metadata(meta, run, model.layout()), pause_before_rename);
+    write_safetensors(path, refs, md, pause_before_rename);
   } catch (const UserError& e) {
     throw input_error("saving the checkpoint of step " + std::to_string(meta.step) +
                       " failed: " + e.what() + "; the previous checkpoint is intact");
@@ -452,21 +517,29 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
   return path;
 }
 
-Checkpoint read_checkpoint(const std::string& path) {
+namespace {
+
+Checkpoint read_checkpoint_file(const std::string& path) {
   Checkpoint c;
-  c.path = resolve(path);
+  c.path = path;
   c.file = read_safetensors(c.path);
   try {
     c.meta = parse_meta(c.file.metadata);
     validate(c.meta.model, c.meta.train);
     const ParamLayout layout = param_layout(c.meta.model);
+    const Json sums = stored_checksums(c.file.metadata);
     for (const StateTensor& t : state_tensors(layout, c.meta.train.optimizer)) {
       const SafeTensor& s = c.file.get(t.name, t.shape);
       if (s.dtype != t.dtype) {
         throw std::runtime_error("tensor '" + t.name + "' is " + dtype_name(s.dtype) +
                                  ", expected " + dtype_name(t.dtype));
       }
-      if (t.buf == Buf::kWeights) check_finite(t.name, s);
+      if (t.buf == Buf::kWeights) {
+        check_finite(t.name, s);
+      } else {
+        check_optimizer_state(t, s);
+      }
+      check_checksum(t.name, s, sums);
     }
   } catch (const std::exception& e) {
     const std::string what = e.what();
@@ -475,6 +548,32 @@ Checkpoint read_checkpoint(const std::string& path) {
     throw input_error(c.path + ": " + what);
   }
   return c;
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) {
+  const std::string newest = resolve(path);
+  try {
+    return read_checkpoint_file(newest);
+  } catch (const UserError& e) {
+    std::error_code ec;
+    if (!fs::is_directory(path, ec)) throw;
+    // A run killed mid-copy or a failing disk leaves the newest file damaged: name the newest
+    // one that reads, rather than leaving the user to try them one by one.
+    const auto all = list_checkpoints(path);
+    for (auto it = all.rbegin(); it != all.rend(); ++it) {
+      if (it->second == newest) continue;
+      try {
+        read_checkpoint_file(it->second);
+      } catch (const UserError&) {
+        continue;
+      }
+      throw input_error(std::string(e.what()) + "; the newest intact checkpoint is " + it->second +
+                        ": move " + newest + " away and resume again");
+    }
+    throw;
+  }
 }
 
 void restore_model(const Checkpoint& ckpt, Model& model) {

@@ -91,7 +91,10 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
 
 // Reads `path`, or the newest checkpoint in it when it is a directory, and validates it: the
 // format and version, the config, the name, dtype and shape of every weight and optimizer tensor
-// the config implies, and that every weight is finite. Problems are input errors naming the file.
+// the config implies, that every weight is finite, the optimizer state free of NaN (v and the
+// 8-bit scales not negative), and each tensor's CRC-32C where the file stores them. Problems are
+// input errors naming the file; for a directory whose newest checkpoint is damaged, the message
+// also names the newest one that reads.
 Checkpoint read_checkpoint(const std::string& path);
 
 // Copy the checkpoint's weights into a model made from its config (refreshing the fp16

@@ -112,9 +112,11 @@ Dataset load_llmc_tokens(const std::string& path) {
   const int64_t count = header[2];
   // count is an int32, so count·2 cannot overflow; the file's size bounds the allocation.
   if (count < 0 || in.size() != sizeof(header) + uint64_t(count) * 2) {
+    // An odd trailing byte is named: halving it away read "2000 tokens but the file holds 2000".
+    const uint64_t data = in.size() - sizeof(header);
     throw input_error(in.name() + " header says " + std::to_string(count) +
-                      " tokens but the file holds " +
-                      std::to_string((in.size() - sizeof(header)) / 2));
+                      " tokens but the file holds " + std::to_string(data / 2) + " tokens" +
+                      (data % 2 ? " and a trailing byte" : ""));
   }
   if (count == 0) throw input_error(in.name() + " holds no tokens");
   std::vector<uint16_t> tokens(static_cast<size_t>(count));
