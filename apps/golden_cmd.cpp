@@ -9,10 +9,12 @@
 #include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "core/base/error.h"
+#include "core/base/memory.h"
 #include "core/golden/golden_kernels.h"
 #include "core/golden/golden_run.h"
 #include "core/train/config.h"
 #include "core/train/data.h"
+#include "core/train/trainer.h"
 
 namespace reftrain {
 
@@ -34,6 +36,9 @@ int run_golden_run(const GoldenRunArgs& a) {
   validate(preset.model, train);
   if (a.data_opt->count() > 0 && a.data.empty()) throw usage_error("--data needs a file name");
   if (a.out.empty()) throw usage_error("--out needs a directory name");
+  // A golden run has the preset's batch: the advice is another preset, not --batch.
+  check_memory(estimate_memory(preset.model, train), available_memory(),
+               "golden run keeps the preset's --batch and --seq: use a smaller preset");
   Dataset data = a.data.empty() ? load_fortunes() : load_text_file(a.data);
   if (a.dump_step > a.steps) throw usage_error("--dump-step is past --steps");
   write_golden_run(preset, train, std::move(data), a.out, a.dump_step);

@@ -128,7 +128,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", one_line(e.what()).c_str());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: out of memory; try a smaller --batch or --seq\n");
+    std::fprintf(stderr,
+                 "error: out of memory; train a smaller --batch or --seq, or a smaller preset "
+                 "(`reftrain presets` lists what each needs)\n");
     return kExitInputError;
   }
   return kExitUsageError;

@@ -49,13 +49,13 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t) {
               matmul_workspace_bytes(model, t.precision, t.matmul)};
 }
 
-void check_memory(const MemoryEstimate& need, const MemoryLimit& limit) {
+void check_memory(const MemoryEstimate& need, const MemoryLimit& limit, const std::string& fix) {
   if (limit.bytes == 0 || need.total() <= limit.bytes) return;
   const auto mib = [](size_t b) { return std::to_string((b + (1 << 20) - 1) >> 20) + " MiB"; };
   throw input_error(
       "this run needs about " + mib(need.total()) + " (the estimate: " + mib(need.param_bytes) +
       " parameters and optimizer state, " + mib(need.arena_bytes) + " activations) but " +
-      mib(limit.bytes) + " is available (" + limit.source + "); use a smaller --batch or --seq");
+      mib(limit.bytes) + " is available (" + limit.source + "); " + fix);
 }
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data)

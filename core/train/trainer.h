@@ -42,7 +42,9 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& trai
 // Refuses a run whose estimate exceeds the memory available (`limit`, see available_memory()):
 // an input error naming both, thrown before anything large is allocated, where the kernel's
 // OOM killer would otherwise end the run silently (exit 137). A limit of 0 bytes checks nothing.
-void check_memory(const MemoryEstimate& need, const MemoryLimit& limit);
+// `fix` is the advice that ends the message (what the command can lower).
+void check_memory(const MemoryEstimate& need, const MemoryLimit& limit,
+                  const std::string& fix = "use a smaller --batch or --seq");
 
 // One validation may read the val split at most kValRereads times over (nanoGPT's shakespeare
 // recipe reads its split ~30 times), or kMinValBatchesBound batches, whichever is more: a
