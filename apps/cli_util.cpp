@@ -1,5 +1,6 @@
 #include "apps/cli_util.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,12 @@
 namespace reftrain {
 
 namespace {
+// A value the user typed, quoted in a message (main's one_line escapes its control bytes and
+// cuts it short).
+std::string in_quotes(const std::string& text) {
+  return "'" + text + "'";
+}
+
 std::string prefix(const std::string& flag) {
   return flag.empty() ? "" : flag + " ";
 }
@@ -32,14 +39,13 @@ CLI::Validator validator(std::function<void(std::string&)> parse, const std::str
 }
 }  // namespace
 
-
 uint64_t parse_seed(const std::string& text) {
   const bool digits = !text.empty() && text.size() <= 20 &&
                       text.find_first_not_of("0123456789") == std::string::npos;
   errno = 0;
   const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
   if (!digits || errno == ERANGE) {
-    throw usage_error("--seed " + text + " is not an integer in [0, 18446744073709551615]");
+    throw usage_error("--seed " + in_quotes(text) + " is not an integer in [0, 18446744073709551615]");
   }
   return v;
 }
@@ -51,15 +57,15 @@ int64_t parse_int(const std::string& flag, const std::string& text, int64_t lo, 
   errno = 0;
   const long long v = digits ? std::strtoll(text.c_str(), nullptr, 10) : 0;
   if (!digits || errno == ERANGE || v < lo || v > hi) {
-    throw usage_error(prefix(flag) + text + " is not a decimal integer in [" + std::to_string(lo) +
-                      ", " + std::to_string(hi) + "]");
+    throw usage_error(prefix(flag) + in_quotes(text) + " is not a decimal integer in [" +
+                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   return v;
 }
 
 double parse_real(const std::string& flag, const std::string& text, bool single_precision) {
   const auto bad = [&](const std::string& why) {
-    throw usage_error(prefix(flag) + text + " is not " + why);
+    throw usage_error(prefix(flag) + in_quotes(text) + " is not " + why);
   };
   const size_t digit = text.find_first_of("0123456789");
   if (text.empty() || digit == std::string::npos ||
@@ -82,6 +88,20 @@ double parse_real(const std::string& flag, const std::string& text, bool single_
   return d;
 }
 
+CLI::Validator one_of(const std::vector<std::string>& names) {
+  std::string choices;
+  for (size_t i = 0; i < names.size(); ++i) {
+    choices += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+  }
+  return validator(
+      [names, choices](std::string& text) {
+        if (std::find(names.begin(), names.end(), text) == names.end()) {
+          throw usage_error(in_quotes(text) + " is not one of " + choices);
+        }
+      },
+      choices);
+}
+
 CLI::Validator decimal_int(int64_t lo, int64_t hi) {
   return validator(
       [lo, hi](std::string& text) { text = std::to_string(parse_int("", text, lo, hi)); },
@@ -92,7 +112,8 @@ CLI::Validator decimal_real(bool single_precision, double lo) {
   return validator(
       [single_precision, lo](std::string& text) {
         if (parse_real("", text, single_precision) < lo) {
-          throw usage_error(text + " is below " + json_text(Json(lo)) + ", the least allowed");
+          throw usage_error(in_quotes(text) + " is below " + json_text(Json(lo)) +
+                            ", the least allowed");
         }
       },
       single_precision ? "FLOAT" : "NUMBER");
@@ -114,8 +135,7 @@ void add_field_option(CLI::App& app, const TrainField& field, TrainConfig& numbe
           o.option = app.add_option(flag, o.text, field.help);  // parse_seed in apply
         } else {
           using E = std::remove_reference_t<decltype(numbers.*m)>;
-          o.option =
-              app.add_option(flag, o.text, field.help)->check(CLI::IsMember(enum_names<E>()));
+          o.option = app.add_option(flag, o.text, field.help)->check(one_of(enum_names<E>()));
         }
       },
       field.member);

@@ -28,6 +28,9 @@ double parse_real(const std::string& flag, const std::string& text, bool single_
 // text to the canonical decimal CLI11 then converts, so help and defaults stay CLI11's.
 CLI::Validator decimal_int(int64_t lo, int64_t hi);
 CLI::Validator decimal_real(bool single_precision, double lo = -HUGE_VAL);
+// One of `names`, exactly; the message quotes the value and lists the names (CLI11's IsMember
+// echoed the value bare).
+CLI::Validator one_of(const std::vector<std::string>& names);
 
 // A training value the user may give: the option of one row of train_fields(), flag and help
 // from the row. Numbers land in `numbers` (CLI11 checks their type), names and the seed in
@@ -53,7 +56,6 @@ struct NamedPath {
 // device and inode, so a link or another spelling of the path is caught): writing it would
 // destroy what the command reads, before anyone noticed. Empty paths are skipped.
 void refuse_clobbering(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
-
 
 // Prints each sampled token as soon as it is drawn, flushed: a text model's byte as it is, an
 // llm.c model's token id as " ID". Used by `sample` and by the sample that ends `train`.

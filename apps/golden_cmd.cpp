@@ -82,7 +82,7 @@ CommandRunner add_golden_run(CLI::App& app) {
 CommandRunner add_golden_kernels(CLI::App& app) {
   auto a = std::make_shared<GoldenKernelsArgs>();
   app.add_option("--arch", a->arch, "the kernels of one family, or all")
-      ->check(CLI::IsMember({"all", "gpt2", "llama"}))
+      ->check(one_of({"all", "gpt2", "llama"}))
       ->capture_default_str();
   app.add_option("--seed", a->seed, "seed of the fixtures' inputs")->capture_default_str();
   app.add_option("--out", a->out, "the directory to write (created if missing)")->required();

@@ -49,7 +49,7 @@ TEST_F(CliTest, UnknownMatmulIsUsageError) {
 
 TEST_F(CliTest, UnknownAttentionIsUsageError) {
   expect_user_error("train --preset tiny --attention flash --data " + text_, 2,
-                    "--attention: flash not in {fused,materialised}");
+                    "--attention: 'flash' is not one of fused or materialised");
 }
 
 TEST_F(CliTest, ZeroThreadsIsUsageError) {
@@ -200,7 +200,7 @@ TEST_F(CliTest, SeedOutsideUint64IsUsageError) {
   for (const char* seed : {"-1", "18446744073709551616", "12abc"}) {
     expect_user_error(
         "train --preset tiny --steps 1 --seed " + std::string(seed) + " --data " + text_, 2,
-        "--seed " + std::string(seed) + " is not an integer");
+        "--seed '" + std::string(seed) + "' is not an integer");
   }
 }
 

@@ -207,7 +207,7 @@ TEST(HardeningNumbers, NegativeSeedIsRefusedEverywhere) {
        {"train --preset tiny", "explain embed", "golden kernels --out /nonexistent/x",
         "golden run --preset tiny --out /nonexistent/x", "sample --ckpt x"}) {
     expect_user_error(cmd + " --seed -1", 2,
-                      "--seed -1 is not an integer in [0, 18446744073709551615]");
+                      "--seed '-1' is not an integer in [0, 18446744073709551615]");
   }
 }
 

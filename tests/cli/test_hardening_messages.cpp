@@ -36,6 +36,8 @@ TEST(HardeningMessagesCli, UnknownCommandIsNamedWithTheNearestOne) {
 // A newline in a value made a two-line error; a 100 KB value was echoed whole.
 TEST(HardeningMessagesCli, EchoedValuesStayOnOneShortLine) {
   expect_user_error("train --preset \"$(printf 'ti\\nny')\"", 2, "ti\\x0any");
+  expect_user_error("train --matmul \"$(printf 'bl\\nas')\"", 2,
+                    "'bl\\x0aas' is not one of naive, tiled, blocked or eigen");
   const SplitResult r = run_split("train --preset \"$(head -c 100000 /dev/zero | tr '\\0' x)\"");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(non_empty_lines(r.err).size(), 1u);
@@ -47,10 +49,10 @@ TEST(HardeningMessagesCli, RangeErrorsAreShort) {
   TempDir dir;
   const SplitResult r = run_split("sample --ckpt " + dir.file("x") + " --temperature -5");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("-5 is below 0.0, the least allowed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'-5' is below 0.0, the least allowed"), std::string::npos) << r.err;
   EXPECT_LT(r.err.size(), 200u) << r.err;
   expect_user_error("sample --ckpt " + dir.file("x") + " --temperature nan", 2,
-                    "nan is not a decimal number");
+                    "'nan' is not a decimal number");
 }
 
 // "header says 2000 tokens but the file holds 2000": the trailing byte was halved away.

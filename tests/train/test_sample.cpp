@@ -163,7 +163,7 @@ TEST_F(SampleCommand, BadFlags) {
   expect_user_error("sample --ckpt " + ckpt() + " --temperature -1", 2, "--temperature");
   expect_user_error("sample --ckpt " + ckpt() + " --top-k -2", 2, "--top-k");
   expect_user_error("sample --ckpt " + ckpt() + " --prompt ''", 2, "--prompt needs some text");
-  expect_user_error("sample --ckpt " + ckpt() + " --seed -1", 2, "--seed -1 is not an integer");
+  expect_user_error("sample --ckpt " + ckpt() + " --seed -1", 2, "--seed '-1' is not an integer");
   expect_user_error("sample", 2, "--ckpt is required");
   expect_user_error("sample --ckpt " + dir_->file("none"), 1, "does not exist");
 }
