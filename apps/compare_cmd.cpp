@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -236,9 +237,10 @@ std::set<std::string> comparable_files(const std::string& dir) {
   return names;
 }
 
-// The inputs of a golden run (its config.json's "files" init and batches): a replay reads them
-// and need not write them back, so B may lack them.
-std::set<std::string> golden_inputs(const std::string& dir) {
+// The files of a golden run B may lack: its inputs (config.json's "files" init and batches),
+// which a replay reads and need not write back, and its kernel-call dumps (step-K.safetensors,
+// written by --dump-step K), which a replay writes only when asked.
+std::set<std::string> golden_optional_files(const std::string& dir) {
   std::ifstream in(fs::path(dir) / "config.json");
   const Json config = in ? Json::parse(in, nullptr, false) : Json();
   std::set<std::string> inputs;
@@ -249,6 +251,10 @@ std::set<std::string> golden_inputs(const std::string& dir) {
     const Json& f = config["files"].value(key, Json());
     if (f.is_string()) inputs.insert(f.get<std::string>());
   }
+  static const std::regex dump(R"(step-[0-9]+\.safetensors)");
+  for (const std::string& n : comparable_files(dir)) {
+    if (std::regex_match(n, dump)) inputs.insert(n);
+  }
   return inputs;
 }
 
@@ -256,12 +262,12 @@ Outcome compare_dirs(const std::string& da, const std::string& db, const Compare
   const std::set<std::string> in_a = comparable_files(da), in_b = comparable_files(db);
   Outcome o;
   o.json = {{"kind", "dir"}, {"a", da}, {"b", db}, {"files", Json::array()}};
-  const std::set<std::string> inputs = golden_inputs(da);
+  const std::set<std::string> optional = golden_optional_files(da);
   std::vector<std::string> only, missing;
   for (const std::string& n : in_a) {
     if (in_b.count(n)) continue;
     only.push_back(n + " (only in A)");
-    if (!a.subset && !inputs.count(n)) missing.push_back(n);
+    if (!a.subset && !optional.count(n)) missing.push_back(n);
   }
   for (const std::string& n : in_b) {
     if (!in_a.count(n)) only.push_back(n + " (only in B)");
