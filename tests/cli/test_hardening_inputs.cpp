@@ -27,17 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The message of the UserError `f` throws ("" when it throws none).
-template <typename F>
-std::string user_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
-
 // --- 1: prompt ids against the vocabulary ------------------------------------------------------
 
 // A model of V = 128 (an llm.c model can have V < 256) and a prompt byte ≥ 128: the embedding

@@ -15,49 +15,6 @@
 namespace reftrain::testing {
 namespace {
 
-// `reftrain ARGS` in the background (through /bin/sh, which execs it: the pid is reftrain's),
-// stdout and stderr to files, to be sent signals.
-class Signalled {
- public:
-  Signalled(const std::string& args, const std::string& out, const std::string& err,
-            const std::string& env = "") {
-    const std::string cmd =
-        "exec " + env + " " + REFTRAIN_BIN + " " + args + " >" + out + " 2>" + err;
-    pid_ = fork();
-    if (pid_ == 0) {
-      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~Signalled() {
-    if (!done_) ::kill(pid_, SIGKILL), wait();
-  }
-  pid_t pid() const { return pid_; }
-  void send(int sig) {
-    if (!done_) ::kill(pid_, sig);
-  }
-  // The exit code, or 128 + the signal that ended it.
-  int wait() {
-    if (!done_) reap(0);
-    return exit_;
-  }
-  bool running() {
-    if (!done_) reap(WNOHANG);
-    return !done_;
-  }
-
- private:
-  void reap(int options) {
-    int status = 0;
-    if (waitpid(pid_, &status, options) != pid_) return;
-    done_ = true;
-    exit_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  pid_t pid_ = -1;
-  bool done_ = false;
-  int exit_ = -1;
-};
-
 // The step lines of a trace (complete lines only: the run is still writing it).
 std::vector<json> step_lines(const std::string& trace) {
   std::vector<json> out;
@@ -86,7 +43,7 @@ class HardeningSignals : public LearnableTextTest {
 TEST_F(HardeningSignals, SigintSavesTheStepAndExits130) {
   const std::string out = dir_.file("ckpt"), trace = dir_.file("t.jsonl");
   const std::string stdout_path = dir_.file("out"), err = dir_.file("err");
-  Signalled r(long_run() + " --out " + out + " --trace " + trace, stdout_path, err);
+  Background r(long_run() + " --out " + out + " --trace " + trace, stdout_path, err);
   ASSERT_TRUE(wait_steps(trace, 3)) << read_file(err);
   r.send(SIGINT);
   EXPECT_EQ(r.wait(), 130) << read_file(err);
@@ -108,7 +65,7 @@ TEST_F(HardeningSignals, SigintSavesTheStepAndExits130) {
 // to keep them next time; the trace is complete up to the last step; exit 143.
 TEST_F(HardeningSignals, SigtermWithoutOutSaysWhatIsLost) {
   const std::string trace = dir_.file("t.jsonl"), stdout_path = dir_.file("out");
-  Signalled r(long_run() + " --trace " + trace, stdout_path, dir_.file("err"));
+  Background r(long_run() + " --trace " + trace, stdout_path, dir_.file("err"));
   ASSERT_TRUE(wait_steps(trace, 2));
   r.send(SIGTERM);
   EXPECT_EQ(r.wait(), 143);
@@ -129,8 +86,8 @@ TEST_F(HardeningSignals, SigtermWithoutOutSaysWhatIsLost) {
 // REFTRAIN_DEBUG_SAVE_PAUSE) ends the process at once, without that checkpoint.
 TEST_F(HardeningSignals, SecondSignalExitsAtOnce) {
   const std::string out = dir_.file("ckpt"), trace = dir_.file("t.jsonl"), err = dir_.file("err");
-  Signalled r(long_run() + " --out " + out + " --trace " + trace, dir_.file("out"), err,
-              "env REFTRAIN_DEBUG_SAVE_PAUSE=600");
+  Background r(long_run() + " --out " + out + " --trace " + trace, dir_.file("out"), err,
+               "env REFTRAIN_DEBUG_SAVE_PAUSE=600");
   ASSERT_TRUE(wait_steps(trace, 2)) << read_file(err);
   r.send(SIGINT);
   ASSERT_TRUE(wait_for(

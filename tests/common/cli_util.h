@@ -161,9 +161,11 @@ class Background {
     if (pid_ > 0 && !done_) kill(), wait();
   }
   // A process already reaped is not signalled: its pid may belong to another one by now.
-  void kill() {
-    if (!done_) ::kill(pid_, SIGKILL);
+  void send(int sig) {
+    if (!done_) ::kill(pid_, sig);
   }
+  void kill() { send(SIGKILL); }
+  pid_t pid() const { return pid_; }
   // The exit code, or 128 + the signal that ended it.
   int wait() {
     if (!done_) reap(0);
