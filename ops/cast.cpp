@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#ifdef __F16C__
+#if defined(__F16C__)
 #include <immintrin.h>
 #endif
 
@@ -88,69 +88,72 @@ void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
   }
 }
 
-#ifdef __F16C__
-
+// The fast casts: the same block loop on every ISA, over kCastLanes elements per instruction.
+//   F16C: 8 lanes (vcvtps2ph / vcvtph2ps). NEON: 4 lanes (fcvtn / fcvtl, round-to-nearest-even
+//   under Linux's and macOS's default FPCR). Elsewhere: the reference's integer path, 1 lane.
+// The clamp before the narrowing keeps a NaN a NaN on both: x86's max_ps/min_ps return their
+// SECOND operand when either is NaN (so x goes second), NEON's fmax/fmin return the NaN itself.
 namespace {
 
-// Eight lanes: clamp, then convert with round-to-nearest-even. max_ps/min_ps return their SECOND
-// operand when either is NaN, so putting x second keeps a NaN a NaN through the clamp.
-__m128i f32x8_to_f16x8(__m256 x) {
+#if defined(__F16C__)
+constexpr size_t kCastLanes = 8;
+void to_f16_lanes(f16* dst, const float* src) {
   const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
-  const __m256 clamped = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
-  return _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT);
+  const __m256 clamped = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(src)));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
+                   _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT));
+}
+void to_f32_lanes(float* dst, const f16* src) {
+  _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
+}
+#elif defined(__aarch64__)
+constexpr size_t kCastLanes = 4;
+void to_f16_lanes(f16* dst, const float* src) {
+  store_f16x4(dst, vld1q_f32(src));
+}
+void to_f32_lanes(float* dst, const f16* src) {
+  float16x4_t h;
+  std::memcpy(&h, src, sizeof h);
+  vst1q_f32(dst, vcvt_f32_f16(h));
+}
+#else
+constexpr size_t kCastLanes = 1;
+void to_f16_lanes(f16* dst, const float* src) {
+  cast_f32_to_f16(dst, src, 1);
+}
+void to_f32_lanes(float* dst, const f16* src) {
+  cast_f16_to_f32(dst, src, 1);
+}
+#endif
+
+// dst[i] = lanes(src[i]) for i < n, threaded over blocks; the last < kCastLanes elements of a
+// block go through the same instructions on a zero-padded copy.
+template <typename To, typename From, typename Lanes>
+void cast_blocks(To* dst, const From* src, size_t n, Lanes lanes) {
+  const size_t nblocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    size_t i = blk * kBlock;
+    for (; i + kCastLanes <= end; i += kCastLanes) lanes(dst + i, src + i);
+    if (i < end) {
+      From in[kCastLanes] = {};
+      To out[kCastLanes];
+      std::memcpy(in, src + i, (end - i) * sizeof(From));
+      lanes(out, in);
+      std::memcpy(dst + i, out, (end - i) * sizeof(To));
+    }
+  }
 }
 
 }  // namespace
 
 void cast_f32_to_f16_fast(f16* dst, const float* src, size_t n) {
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    size_t i = blk * kBlock;
-    for (; i + 8 <= end; i += 8) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                       f32x8_to_f16x8(_mm256_loadu_ps(src + i)));
-    }
-    if (i < end) {  // the last < 8 elements, through the same instruction on a padded copy
-      float in[8] = {};
-      f16 out[8];
-      std::memcpy(in, src + i, (end - i) * sizeof(float));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), f32x8_to_f16x8(_mm256_loadu_ps(in)));
-      std::memcpy(dst + i, out, (end - i) * sizeof(f16));
-    }
-  }
+  cast_blocks(dst, src, n, to_f16_lanes);
 }
 
 void cast_f16_to_f32_fast(float* dst, const f16* src, size_t n) {
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    size_t i = blk * kBlock;
-    for (; i + 8 <= end; i += 8) {
-      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-    }
-    if (i < end) {
-      f16 in[8] = {};
-      float out[8];
-      std::memcpy(in, src + i, (end - i) * sizeof(f16));
-      _mm256_storeu_ps(out, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))));
-      std::memcpy(dst + i, out, (end - i) * sizeof(float));
-    }
-  }
+  cast_blocks(dst, src, n, to_f32_lanes);
 }
-
-#else  // no F16C: the portable path
-
-void cast_f32_to_f16_fast(f16* dst, const float* src, size_t n) {
-  cast_f32_to_f16(dst, src, n);
-}
-void cast_f16_to_f32_fast(float* dst, const f16* src, size_t n) {
-  cast_f16_to_f32(dst, src, n);
-}
-
-#endif
 
 }  // namespace reftrain

@@ -16,24 +16,38 @@
 //
 // Shapes: src/dst [n]. The plain names are the reference: integer manipulation of the bit
 // patterns, one value at a time, on any CPU. The `_fast` arrays are parallel over blocks of
-// elements and use F16C (8 lanes, explicit clamp, then _mm256_cvtps_ph with round-to-nearest-
-// even) when the build has __F16C__, the reference's integer path otherwise. Tests hold the two
-// bit-identical.
+// elements and use the conversion instructions: F16C on x86 (8 lanes, explicit clamp, then
+// _mm256_cvtps_ph with round-to-nearest-even), NEON on aarch64 (4 lanes, the same clamp, then
+// fcvtn, which rounds to nearest even under the default FPCR); the reference's integer path on
+// anything else. Tests hold them bit-identical.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
 namespace reftrain {
 
-// IEEE 754 binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits.
-using f16 = _Float16;
-
-#ifdef __F16C__
-constexpr bool kCastUsesF16c = true;
+// IEEE 754 binary16: 1 sign bit, 5 exponent bits (bias 15), 10 mantissa bits. On aarch64 it is
+// ACLE's __fp16 (GCC 12 has no _Float16 in C++ there; clang has both): the same format, converted
+// by the same round-to-nearest-even instructions, used only for storage and conversions here.
+#if defined(__aarch64__)
+using f16 = __fp16;
 #else
-constexpr bool kCastUsesF16c = false;
+using f16 = _Float16;
+#endif
+
+// The instructions the `_fast` casts use in this build.
+#if defined(__F16C__)
+constexpr const char* kCastInstructions = "F16C";
+#elif defined(__aarch64__)
+constexpr const char* kCastInstructions = "NEON";
+#else
+constexpr const char* kCastInstructions = "none (the reference's integer path)";
 #endif
 
 // The bit patterns of floats and halves, and back (memcpy: no aliasing tricks).
@@ -57,6 +71,17 @@ inline f16 f16_of(uint16_t u) {
   std::memcpy(&h, &u, sizeof h);
   return h;
 }
+
+#if defined(__aarch64__)
+// Four lanes to f16 on NEON: clamp (fmax/fmin return the NaN when either operand is NaN, so a
+// NaN stays NaN), then fcvtn. The fast casts and the optimizer's fused mirror both store
+// through it. (f16 is _Float16 and float16x4_t holds __fp16: the same bits, hence the memcpy.)
+inline void store_f16x4(f16* dst, float32x4_t x) {
+  const float32x4_t lo = vdupq_n_f32(-65504.0f), hi = vdupq_n_f32(65504.0f);
+  const float16x4_t h = vcvt_f16_f32(vminq_f32(hi, vmaxq_f32(lo, x)));
+  std::memcpy(dst, &h, sizeof h);
+}
+#endif
 
 // The reference, one value at a time, by integer manipulation of the bit patterns.
 uint16_t f32_to_f16_bits(float x);

@@ -44,12 +44,19 @@ namespace {
 //     training width (4×3's NR = 24 wastes 3 % of the lm_head's 256 columns).
 //   KC = 256: the A micro-panel (KC×MR) stays in L1 while the packed B panel (KC×NC, 512 KiB)
 //     is swept from L2 (1 MiB per core on Zen 4); each C tile is loaded and stored once per KC.
+//   NEON (aarch64: 32 registers of 128 bits, 4 floats): like AVX-512, 32 registers, but each holds
+//     a quarter as many lanes, so a register tile needs more of them for the same reuse. 6×4 =
+//     24 accumulators + 4 B vectors + the A broadcast = 29 of 32: per k, 4 vector loads and 6
+//     broadcasts feed 24 FMAs (AVX-512's 4×4 would feed 16 FMAs from 8 loads, a load-bound
+//     ratio on cores with 2-3 load ports and 4 FMA pipes, such as Apple's and Neoverse V1/V2);
+//     NR = 16 like AVX2, dividing every training width. Not yet measured on hardware
+//     (bench/RESULTS.md).
 template <typename T>
 struct Blocking {
   static constexpr int kLanes = int(simd::Batch<T>::size);
-  static constexpr bool kAvx512 = kLanes * sizeof(T) == 64;
-  static constexpr int kMR = kAvx512 ? 4 : 6;
-  static constexpr int kNV = kAvx512 ? 4 : 2;
+  static constexpr int kBytes = kLanes * int(sizeof(T));  // of one vector register
+  static constexpr int kMR = kBytes == 64 ? 4 : 6;
+  static constexpr int kNV = kBytes == 64 ? 4 : kBytes == 32 ? 2 : 4;
   static constexpr int kNR = kNV * kLanes;
   static constexpr int kKC = 256;
   static constexpr int kNC = (512 * 1024 / int(sizeof(T)) / kKC) / kNR * kNR;

@@ -25,11 +25,13 @@ namespace reftrain::microkernel {
 // the FMA unit, become the limit (measured on the matmul: 82 % of the FMA peak instead of 9x %).
 template <typename T>
 inline void in_register(simd::Batch<T>& b) {
-#if defined(__x86_64__)
   typename simd::Batch<T>::register_type r = b;
-  __asm__("" : "+v"(r));
-  b = r;
+#if defined(__x86_64__)
+  __asm__("" : "+v"(r));  // "v": any xmm/ymm/zmm register
+#elif defined(__aarch64__)
+  __asm__("" : "+w"(r));  // "w": any NEON register (v0-v31)
 #endif
+  b = r;
 }
 
 // The operands of one register tile of MR rows × NV vectors of C.

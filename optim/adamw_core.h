@@ -79,9 +79,10 @@ inline f16 mirror_scalar(float x) {
   return f16_of(f32_to_f16_bits(x));
 }
 
-// The mirror of one batch: clamp to ±65504, then vcvtps2ph with round-to-nearest-even, as
-// ops/cast.cpp does. max/min return their SECOND operand when either is NaN, so putting x second
-// keeps a NaN a NaN (quiet, payload bits 22..13 kept), as the portable path does.
+// The mirror of one batch: clamp to ±65504, then vcvtps2ph (x86) or fcvtn (aarch64) with
+// round-to-nearest-even, as ops/cast.cpp does. x86's max/min return their SECOND operand when
+// either is NaN, so putting x second keeps a NaN a NaN (quiet, payload bits 22..13 kept), as the
+// portable path does; NEON's return the NaN (ops/cast.h, store_f16x4).
 inline void store_mirror(f16* dst, const simd::Batch<float>& x) {
 #if defined(__F16C__) && defined(__AVX512F__)
   static_assert(simd::Batch<float>::size == 16, "xsimd's arch does not match __AVX512F__");
@@ -95,6 +96,9 @@ inline void store_mirror(f16* dst, const simd::Batch<float>& x) {
   const __m256 clamped = _mm256_min_ps(hi, _mm256_max_ps(lo, __m256(x)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
                    _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT));
+#elif defined(__aarch64__)
+  static_assert(simd::Batch<float>::size == 4, "xsimd's arch does not match __aarch64__");
+  store_f16x4(dst, x);
 #else
   constexpr size_t kLanes = simd::Batch<float>::size;
   alignas(64) float lanes[kLanes];

@@ -22,7 +22,9 @@
 
 #include "ops/loss.h"
 #include "ops/norm.h"
+#ifdef REFTRAIN_AVX2_TWIN
 #include "tests/common/avx2_kernels.h"
+#endif
 #include "tests/common/fast_check.h"
 #include "tests/common/op_check.h"
 
@@ -354,6 +356,8 @@ TEST(OpsSimd, NormsAreThreadCountInvariant) {
 // compiled for AVX2 (two 8-lane registers per Wide), give the native build's bits (one 16-lane
 // AVX-512 register here). The bit-identical-to-reference kernels need no such check.
 
+// x86-64 builds only (REFTRAIN_AVX2_TWIN, tests/CMakeLists.txt): the AVX2 copy of the kernels.
+#ifdef REFTRAIN_AVX2_TWIN
 TEST(OpsSimd, Avx2CodeEqualsNativeCode) {
   for (int C : kOddSizes) {
     SCOPED_TRACE("C = " + std::to_string(C));
@@ -393,6 +397,7 @@ TEST(OpsSimd, Avx2CodeEqualsNativeCode) {
     }
   }
 }
+#endif
 
 }  // namespace
 }  // namespace reftrain
