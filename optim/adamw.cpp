@@ -15,7 +15,9 @@ namespace reftrain {
 // (vsqrtps, vmaxps, vminps, vcvtps2ph, ...) as maybe-uninitialized after inlining; a false
 // positive (the all-ones mask writes every lane), silenced for this file's kernels only.
 #pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace {
 

@@ -55,7 +55,9 @@ using adamw_core::make_coeffs;
 // intrinsics (a lane loop elsewhere). GCC 12's false -Wmaybe-uninitialized inside AVX-512
 // intrinsics: see adamw_core.h.
 #pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 using BF = simd::Batch<float>;
 using BD = simd::Batch<double>;
@@ -215,7 +217,9 @@ void adamw_8bit_blocks(float* w, float* g, uint32_t* m_packed, uint32_t* v_packe
         dequantize_v_block(vc, v_scale[b], v);
 // GCC 12 warns that the scalar tail loop of adamw_range, dead for a full block, would overrun.
 #pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
+#endif
         adamw_range<false>(w + begin, g + begin, m, v, nullptr, 0, kQuantBlock, c);
 #pragma GCC diagnostic pop
         quantize_m_block(m, mc, &m_scale[b]);

@@ -31,7 +31,9 @@ namespace reftrain::adamw_core {
 // (vsqrtps, vmaxps, vminps, vcvtps2ph, ...) as maybe-uninitialized after inlining; a false
 // positive (the all-ones mask writes every lane), silenced for these kernels only.
 #pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // The step's constants, computed once on the host as the GPU twin receives them in its uniforms.
 struct Coeffs {

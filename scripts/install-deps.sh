@@ -11,6 +11,9 @@ packages=(
   clang-16 libclang-rt-16-dev libomp-16-dev llvm
   libeigen3-dev libxsimd-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # The aarch64 test (tests/golden/test_aarch64.cpp): the cross compiler, qemu's user-mode
+  # emulator, and GoogleTest's sources to compile for the target (cmake/toolchains/).
+  g++-aarch64-linux-gnu qemu-user-static googletest
   libopenblas-dev  # bench/bench_matmul's peer only: reftrain itself links no BLAS
   python3 python3-torch python3-numpy
   librsvg2-bin util-linux  # tests: rsvg-convert renders loss plots; unshare/mount, fault tests

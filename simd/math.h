@@ -24,7 +24,9 @@ namespace reftrain::simd {
 // (GCC 12 warns falsely about the undefined pass-through operand of unmasked AVX-512
 // intrinsics inside xsimd — rndscale, cvtt, shifts — as (maybe-)uninitialized.)
 #pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace detail {

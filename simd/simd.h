@@ -54,7 +54,9 @@ constexpr int kVectorRegisters = 16;
 // AVX-512 hadd, as maybe-uninitialized or, depending on the caller, uninitialized; the lanes it
 // calls undefined are overwritten before use.)
 #pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 template <typename T>
 T reduce_add(const Batch<T>& b) {
@@ -106,7 +108,9 @@ inline double fma(double a, double b, double c) {
 // (GCC 12 warns falsely about _mm512_undefined_pd, the pass-through operand of the unmasked
 // vcvtps2pd, as maybe-uninitialized: every lane is written.)
 #pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 inline Batch<double> load_widen(const float* p) {
   constexpr size_t kLanes = Batch<double>::size;
 #if defined(__AVX512F__)
