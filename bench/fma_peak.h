@@ -13,8 +13,13 @@ namespace reftrain::bench {
 
 // Independent accumulator chains: FMA latency (4 cycles) × FMA pipes (2) = 8 in flight covers
 // every x86 core we run on; 12 leaves a margin and, with the two operands, still fits AVX2's 16
-// vector registers, so no chain spills.
+// vector registers, so no chain spills. aarch64 cores have up to 4 FMA pipes (Apple's M
+// series, Neoverse V1/V2: 4 × 4 = 16 in flight) and 32 registers: 24 chains.
+#if defined(__aarch64__)
+constexpr int kFmaChains = 24;
+#else
 constexpr int kFmaChains = 12;
+#endif
 
 // Floating-point operations one call of fma_chains(iters, ...) performs.
 constexpr double fma_chain_flops(int64_t iters) {

@@ -11,9 +11,6 @@ packages=(
   clang-16 libclang-rt-16-dev libomp-16-dev llvm
   libeigen3-dev libxsimd-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  # The aarch64 test (tests/golden/test_aarch64.cpp): the cross compiler, qemu's user-mode
-  # emulator, and GoogleTest's sources to compile for the target (cmake/toolchains/).
-  g++-aarch64-linux-gnu qemu-user-static googletest
   libopenblas-dev  # bench/bench_matmul's peer only: reftrain itself links no BLAS
   python3 python3-torch python3-numpy
   librsvg2-bin util-linux  # tests: rsvg-convert renders loss plots; unshare/mount, fault tests
@@ -24,6 +21,11 @@ packages=(
   libxcb-present0 libxcb-randr0 libxcb-shm0 libxcb-sync1 libxcb-xfixes0 libxshmfence1 libzstd1
   zlib1g
 )
+# The aarch64 test of an x86-64 machine (tests/golden/test_aarch64.cpp): the cross compiler,
+# qemu's user-mode emulator, and GoogleTest's sources to compile for the target.
+if [ "$(dpkg --print-architecture)" = amd64 ]; then
+  packages+=(g++-aarch64-linux-gnu qemu-user-static googletest)
+fi
 # Node.js runs the WebGPU tests; a machine may already have it from elsewhere (nodesource ships
 # npm inside its nodejs package, which Debian's npm package would conflict with).
 command -v node >/dev/null || packages+=(nodejs)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test suite with AddressSanitizer + UndefinedBehaviorSanitizer in BUILD_DIR and runs
-# it. CTest runs this as the test `sanitize` (label sanitize); it also works by hand:
+# it. The compiler is clang 16 with LLVM's OpenMP runtime (libomp), so this job is also the
+# suite's clang + libomp build, the toolchain of a macOS build (the main build is gcc + libgomp).
+# CTest runs this as the test `sanitize` (label sanitize); it also works by hand:
 #   scripts/sanitize-tests.sh build/nested-sanitize
 # Excluded, each for its reason (see docs/hardening.md):
 #   CliTest.PeakMemoryMatchesEstimate  compares resident memory with the model's estimate;
@@ -12,7 +14,7 @@ excluded='^CliTest\.PeakMemoryMatchesEstimate$'
 
 start=$(date +%s)
 # -O1: ASan's recommended level, and a quicker compile than Release's -O3.
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+cmake -S "$src" -B "$build" -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
   -DREFTRAIN_SANITIZE=ON -DREFTRAIN_BUILD_BENCH=OFF -DREFTRAIN_NESTED_TESTS=OFF >/dev/null
 cmake --build "$build" -j"$(nproc)"
 built=$(date +%s)

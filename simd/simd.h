@@ -1,6 +1,6 @@
-// The thin layer over xsimd. Debian 12 ships xsimd 8.1, where the horizontal sum is `hadd`;
-// xsimd 9 renamed it `reduce_add`. Kernels include this header, never <xsimd/xsimd.hpp>, so
-// the spelling lives in one place.
+// The thin layer over xsimd 8 (Debian 12 ships 8.1; CMakeLists.txt refuses 9 and newer, which
+// renamed `hadd` to `reduce_add` and retyped `bitwise_cast`). Kernels include this header, never
+// <xsimd/xsimd.hpp>, so the spelling and the fixes below live in one place.
 #pragma once
 
 #include <cmath>
@@ -15,7 +15,7 @@
 // instead, correctly rounded like the scalar `/` and std::sqrt, by specialising xsimd's two
 // kernels for neon64 before anything uses them. (tests/simd/test_simd.cpp holds batch `/` and
 // xsimd::sqrt to the scalar operations bit for bit on every ISA.)
-#if defined(__aarch64__) && XSIMD_VERSION_MAJOR == 8
+#if defined(__aarch64__)
 namespace xsimd::kernel {
 template <>
 inline batch<float, neon64> div<neon64>(batch<float, neon64> const& lhs,
@@ -60,11 +60,7 @@ constexpr int kVectorRegisters = 16;
 #pragma GCC diagnostic ignored "-Wuninitialized"
 template <typename T>
 T reduce_add(const Batch<T>& b) {
-#if XSIMD_VERSION_MAJOR >= 9
-  return xsimd::reduce_add(b);
-#else
   return xsimd::hadd(b);
-#endif
 }
 #pragma GCC diagnostic pop
 

@@ -56,4 +56,29 @@ TEST(Layering, EveryIncludePointsDown) {
   EXPECT_GT(edges, 200);
 }
 
+// xsimd is included in one place, simd/simd.h, which fixes what xsimd 8 gets wrong (a fused
+// multiply-add on AVX-512, IEEE division and square root on NEON) before any kernel instantiates
+// it: a file that included <xsimd/...> itself could use the unfixed operations.
+TEST(Layering, OnlySimdHeaderIncludesXsimd) {
+  const fs::path root = REFTRAIN_SOURCE_DIR;
+  const std::regex include(R"re(^\s*#\s*include\s+<xsimd/)re");
+  int files = 0;
+  for (const char* top : {"simd", "ops", "optim", "core", "apps", "tests", "bench", "fuzz"}) {
+    for (const auto& e : fs::recursive_directory_iterator(root / top)) {
+      const std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".h" && ext != ".cpp")) continue;
+      const std::string rel = fs::relative(e.path(), root).string();
+      ++files;
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n) {
+        if (rel != "simd/simd.h") {
+          EXPECT_FALSE(std::regex_search(line, include)) << rel << ":" << n << ": " << line;
+        }
+      }
+    }
+  }
+  EXPECT_GT(files, 150);
+}
+
 }  // namespace

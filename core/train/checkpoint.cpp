@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
+#if defined(__linux__)
+#include <sys/sysmacros.h>  // major(), minor(); <sys/types.h> has them on macOS and the BSDs
+#endif
 #include <unistd.h>
 
 #include <algorithm>

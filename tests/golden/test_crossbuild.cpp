@@ -1,6 +1,7 @@
-// Bit-identical across builds: a nested build of this source tree for x86-64-v3 (AVX2,
-// -DREFTRAIN_PORTABLE=ON, only the `reftrain` target) writes the same golden run, byte for
-// byte, as the build under test (-march=native: AVX-512 where the machine has it) — gpt2 and
+// Bit-identical across builds: a nested build of this source tree for the portable baseline
+// (-DREFTRAIN_PORTABLE=ON, only the `reftrain` target: x86-64-v3 with AVX2 on x86, armv8-a on
+// aarch64) writes the same golden run, byte for byte, as the build under test (-march=native:
+// AVX-512 where the machine has it) — gpt2 and
 // llama, fp32 and mixed. Every reduction must have a fixed logical width and order, FMA only
 // where written, the same exp/tanh on every ISA. Label `crossbuild` (ctest -L crossbuild; the
 // first run builds the nested tree, a few minutes on 2 cores).
