@@ -35,8 +35,8 @@ int round_up(int n, int m) {
 // started from C (kLoad) or from 0: lanes are independent, so no blocking, vector width or
 // thread count changes a bit. Blocks of MR rows × NV vectors keep their accumulators in
 // registers (half the register file: 16 on AVX-512 and NEON, 8 on AVX2; on AVX-512, 12 and 24
-// measured slower): the register micro-kernel of the blocked matmul (ops/microkernel.h), fed from the
-// packed head rows in place (B unaligned in general, no bias).
+// measured slower): the register micro-kernel of the blocked matmul (ops/microkernel.h), fed from
+// the packed head rows in place (B unaligned in general, no bias).
 
 template <typename T, int NV, bool kLoad>
 void gemm_rows(T* c, size_t ldc, const T* a, size_t as, size_t ap, const T* b, size_t ldb, int M,

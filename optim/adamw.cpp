@@ -136,26 +136,26 @@ GradStats finalize_grad_stats(double norm_sq, float max_norm) {
 }
 
 void adamw_update(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
-                      const AdamWHyper& hp, int t) {
+                  const AdamWHyper& hp, int t) {
   const Coeffs c = make_coeffs(stats, hp, t);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) adamw_element(w, g, m, v, i, c);
 }
 
 void adamw_update_fast(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
-                  const AdamWHyper& hp, int t) {
+                       const AdamWHyper& hp, int t) {
   adamw_simd<false>(w, g, m, v, nullptr, n, make_coeffs(stats, hp, t));
 }
 
 void adamw_update_f16(float* w, float* g, float* m, float* v, f16* w16, size_t n,
-                          const GradStats& stats, const AdamWHyper& hp, int t) {
+                      const GradStats& stats, const AdamWHyper& hp, int t) {
   const Coeffs c = make_coeffs(stats, hp, t);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) w16[i] = mirror_scalar(adamw_element(w, g, m, v, i, c));
 }
 
 void adamw_update_f16_fast(float* w, float* g, float* m, float* v, f16* w16, size_t n,
-                      const GradStats& stats, const AdamWHyper& hp, int t) {
+                           const GradStats& stats, const AdamWHyper& hp, int t) {
   adamw_simd<true>(w, g, m, v, w16, n, make_coeffs(stats, hp, t));
 }
 

@@ -318,16 +318,16 @@ void dequantize_v(const uint8_t* codes, float scale, size_t count, float* v) {
 
 // ---------------------------------------------------------------------------------------------
 
-void adamw_8bit_update(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed,
-                           float* m_scale, float* v_scale, size_t n, const GradStats& stats,
-                           const AdamWHyper& hp, int t) {
+void adamw_8bit_update(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed, float* m_scale,
+                       float* v_scale, size_t n, const GradStats& stats, const AdamWHyper& hp,
+                       int t) {
   adamw_8bit_blocks<false>(w, g, m_packed, v_packed, m_scale, v_scale, n,
                            make_coeffs(stats, hp, t));
 }
 
-void adamw_8bit_update_fast(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed, float* m_scale,
-                       float* v_scale, size_t n, const GradStats& stats, const AdamWHyper& hp,
-                       int t) {
+void adamw_8bit_update_fast(float* w, float* g, uint32_t* m_packed, uint32_t* v_packed,
+                            float* m_scale, float* v_scale, size_t n, const GradStats& stats,
+                            const AdamWHyper& hp, int t) {
   adamw_8bit_blocks<true>(w, g, m_packed, v_packed, m_scale, v_scale, n, make_coeffs(stats, hp, t));
 }
 

@@ -11,7 +11,9 @@
 # /usr/aarch64-linux-gnu. The other dependencies are header-only (Eigen, xsimd, CLI11,
 # nlohmann-json): the build machine's copies in /usr/include serve any target, so their CMake
 # packages are looked up on the build machine too. GoogleTest is compiled for the target from
-# Debian's source package (tests/CMakeLists.txt), since the installed libgtest is x86-64 code.
+# Debian's source package `googletest` (tests/CMakeLists.txt), since the installed libgtest is
+# x86-64 code; that takes one package and a few seconds of build, where Debian's arm64
+# libgtest-dev would need an arm64 architecture added to the machine's dpkg (multiarch).
 set(CMAKE_SYSTEM_NAME Linux)
 set(CMAKE_SYSTEM_PROCESSOR aarch64)
 

@@ -112,13 +112,17 @@ void Model::residual_bwd(float* da, float* db, const float* dout, size_t n) cons
          [&] { pick(residual_backward<float>, residual_backward_fast)(da, db, dout, n); });
 }
 
+const f16* Model::mirror_of(const float* w) const {
+  return precision_ == Precision::kMixed ? w16_.data() + (w - w_.data()) : nullptr;
+}
+
 // In the dump, a bias-free product has no `b` (forward) and no `db` (backward), and the
 // backward is two calls, as on a GPU: backward-data, then backward-weight.
 void Model::linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
                        int O) const {
   using D = KernelDump;
   const size_t n = size_t(N), k = size_t(K), o = size_t(O);
-  const f16* w16 = w16_.data() + (w - w_.data());
+  const f16* w16 = mirror_of(w);
   const bool mixed = precision_ == Precision::kMixed;
   const KernelDump::Arg weight = mixed ? D::in("w16", w16, o * k) : D::in("w", w, o * k);
   const char* name = mixed ? "linear_forward_f16" : "linear_forward";
@@ -136,7 +140,7 @@ void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, con
                        const float* w, int N, int K, int O) const {
   using D = KernelDump;
   const size_t n = size_t(N), k = size_t(K), o = size_t(O);
-  const f16* w16 = w16_.data() + (w - w_.data());
+  const f16* w16 = mirror_of(w);
   const bool mixed = precision_ == Precision::kMixed;
   const KernelDump::Arg weight = mixed ? D::in("w16", w16, o * k) : D::in("w", w, o * k);
   size_t data = 0, wgt = 0;

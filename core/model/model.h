@@ -99,6 +99,9 @@ class Model {
                   int O) const;
   void linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                   const float* w, int N, int K, int O) const;
+  // The f16 mirror of the weight tensor at w (same offset in the mirror); null in an fp32 run,
+  // which has no mirror.
+  const f16* mirror_of(const float* w) const;
   // Causal self-attention with the model's kernel. att is what the backward needs of the
   // forward: lse [B,NH,T] (fused) or the probabilities [B,NH,T,T] (materialised, which also
   // uses dp [B,NH,T] as scratch; the fused kernel ignores it). out is the forward's output.

@@ -30,8 +30,9 @@ const std::string kTree = REFTRAIN_BINARY_DIR "/nested-aarch64";
 bool build_aarch64_tree() {
   const std::string cmake = REFTRAIN_CMAKE;
   const std::string configure =
-      cmake + " -S " REFTRAIN_SOURCE_DIR " -B " + kTree + " -G \"" REFTRAIN_GENERATOR
-      "\" -DCMAKE_TOOLCHAIN_FILE=" REFTRAIN_SOURCE_DIR "/cmake/toolchains/aarch64-linux-gnu.cmake"
+      cmake + " -S " REFTRAIN_SOURCE_DIR " -B " + kTree +
+      " -G \"" REFTRAIN_GENERATOR "\" -DCMAKE_TOOLCHAIN_FILE=" REFTRAIN_SOURCE_DIR
+      "/cmake/toolchains/aarch64-linux-gnu.cmake"
       " -DCMAKE_BUILD_TYPE=" REFTRAIN_BUILD_TYPE " -DREFTRAIN_BUILD_BENCH=OFF";
   const CommandResult c = run_command(configure);
   EXPECT_EQ(c.exit_code, 0) << configure << "\n" << c.output;
@@ -74,7 +75,8 @@ void write_golden_files(const std::string& reftrain, const std::string& root) {
 
 // The files the hash list names, relative to its directory.
 std::set<std::string> pinned_files() {
-  std::istringstream in(testing::read_file(REFTRAIN_SOURCE_DIR "/tests/golden/golden_bytes.sha256"));
+  std::istringstream in(
+      testing::read_file(REFTRAIN_SOURCE_DIR "/tests/golden/golden_bytes.sha256"));
   std::set<std::string> files;
   std::string hash, name;
   while (in >> hash >> name) files.insert(name);
@@ -109,18 +111,21 @@ TEST(Aarch64, GoldenFilesEqualTheNativeBuildsByteForByte) {
   ASSERT_FALSE(::testing::Test::HasFailure());
   const std::set<std::string> files = pinned_files();
   for (const std::string& f : files) {
-    const std::string a = testing::read_file(arm + "/" + f), n = testing::read_file(native + "/" + f);
+    const std::string a = testing::read_file(arm + "/" + f),
+                      n = testing::read_file(native + "/" + f);
     EXPECT_FALSE(a.empty()) << f;
-    EXPECT_TRUE(a == n) << f << " differs between aarch64 and x86-64; run `reftrain compare "
-                        << arm << "/" << f << " " << native << "/" << f << "` to see where";
+    EXPECT_TRUE(a == n) << f << " differs between aarch64 and x86-64; run `reftrain compare " << arm
+                        << "/" << f << " " << native << "/" << f << "` to see where";
   }
-  const std::string check = "cd " + arm + " && sha256sum --check --quiet " REFTRAIN_SOURCE_DIR
+  const std::string check = "cd " + arm +
+                            " && sha256sum --check --quiet " REFTRAIN_SOURCE_DIR
                             "/tests/golden/golden_bytes.sha256";
   const CommandResult c = run_command(check);
   EXPECT_EQ(c.exit_code, 0) << "the aarch64 golden files are not the pinned bytes:\n" << c.output;
-  std::printf("%zu golden files identical from the aarch64 build and the native one; aarch64's "
-              "build.json: %s\n",
-              files.size(), testing::read_file(arm + "/tiny-fp32-adamw/build.json").c_str());
+  std::printf(
+      "%zu golden files identical from the aarch64 build and the native one; aarch64's "
+      "build.json: %s\n",
+      files.size(), testing::read_file(arm + "/tiny-fp32-adamw/build.json").c_str());
 }
 
 }  // namespace
