@@ -119,10 +119,10 @@ void to_f32_lanes(float* dst, const f16* src) {
 #else
 constexpr size_t kCastLanes = 1;
 void to_f16_lanes(f16* dst, const float* src) {
-  cast_f32_to_f16(dst, src, 1);
+  *dst = f16_of(f32_to_f16_bits(*src));
 }
 void to_f32_lanes(float* dst, const f16* src) {
-  cast_f16_to_f32(dst, src, 1);
+  *dst = f16_bits_to_f32(bits_of(*src));
 }
 #endif
 
