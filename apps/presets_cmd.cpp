@@ -2,24 +2,25 @@
 #include <cstdio>
 
 #include "apps/commands.h"
-#include "core/train/config.h"
 #include "core/model/model.h"
+#include "core/train/config.h"
 #include "core/train/trainer.h"
 
 namespace reftrain {
 
 CommandRunner add_presets_command(CLI::App&) {
   return [] {
-    std::printf("%-12s %-5s %3s %3s %4s %5s %5s %5s %3s %4s %8s  %s\n", "preset", "arch", "L", "NH",
-                "C", "F", "maxT", "V", "B", "T", "params",
+    std::printf("%-12s %-5s %3s %3s %4s %5s %5s %5s %3s %4s %10s %8s  %s\n", "preset", "arch", "L",
+                "NH", "C", "F", "maxT", "V", "B", "T", "tok/step", "params",
                 "memory MiB: adamw fp32 | mixed | adamw8bit fp32 | mixed");
     const Precision precisions[] = {Precision::kFp32, Precision::kMixed};
     for (const Preset& p : presets()) {
       const ModelConfig& m = p.model;
       const int F = m.arch == Arch::kLlama ? m.ffn : 4 * m.channels;
-      std::printf("%-12s %-5s %3d %3d %4d %5d %5d %5d %3d %4d %7.2fM ", p.name.c_str(),
+      std::printf("%-12s %-5s %3d %3d %4d %5d %5d %5d %3d %4d %10lld %7.2fM ", p.name.c_str(),
                   enum_name(m.arch), m.layers, m.heads, m.channels, F, m.max_seq, m.vocab,
-                  p.train.batch, p.train.seq, double(param_layout(m).num_params()) / 1e6);
+                  p.train.batch, p.train.seq, tokens_per_step(p.train),
+                  double(param_layout(m).num_params()) / 1e6);
       for (Optimizer o : {Optimizer::kAdamW, Optimizer::kAdamW8bit}) {
         for (Precision prec : precisions) {
           TrainConfig t = p.train;
@@ -34,7 +35,9 @@ CommandRunner add_presets_command(CLI::App&) {
         "\nbytes per parameter: fp32 weights 4 + grads 4 + optimizer state (adamw: m 4 + v 4; "
         "adamw8bit: m 1 + v 1 + 8/256 for the block scales) + fp16 mirror 2 in mixed precision:\n"
         "  adamw fp32 16, mixed 18; adamw8bit fp32 10.03, mixed 12.03. Memory adds the "
-        "activation arena at the preset's B and T.\n");
+        "activation arena at the preset's B and T.\n"
+        "tok/step: tokens per optimizer step, K·B·T; --grad-accum K runs K micro-batches of B×T "
+        "per step (4 more bytes per parameter, the gradient sum, when K > 1).\n");
     return 0;
   };
 }

@@ -85,7 +85,7 @@ std::string duration(double seconds) {
 class Progress {
  public:
   // Steps start+1 .. stop of a `steps`-step run.
-  Progress(int start, int stop, int steps, int tokens_per_step)
+  Progress(int start, int stop, int steps, long long tokens_per_step)
       : start_(start),
         stop_(stop),
         steps_(steps),
@@ -116,7 +116,8 @@ class Progress {
 
  private:
   int width() const { return int(std::to_string(steps_).size()); }
-  int start_, stop_, steps_, tokens_;
+  int start_, stop_, steps_;
+  long long tokens_;
   bool tty_;
   int every_;
   double total_ms_ = 0.0;
@@ -154,11 +155,13 @@ void print_banner(const std::string& preset, const ModelConfig& model, const Tra
                   Trainer& trainer, const std::string& init) {
   const Dataset& d = trainer.data();
   std::printf(
-      "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d | %d steps | "
-      "%d threads | matmul %s\n",
+      "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d%s | %lld tokens "
+      "per step | %d steps | %d threads | matmul %s\n",
       REFTRAIN_VERSION, preset.c_str(), enum_name(model.arch), model.layers, model.heads,
       model.channels, trainer.model().layout().num_params() / 1e6, enum_name(train.precision),
-      train.batch, train.seq, train.steps, omp_get_max_threads(), enum_name(train.matmul));
+      train.batch, train.seq,
+      train.grad_accum > 1 ? (" K" + std::to_string(train.grad_accum)).c_str() : "",
+      tokens_per_step(train), train.steps, omp_get_max_threads(), enum_name(train.matmul));
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
 }
@@ -424,7 +427,7 @@ struct LoopPlan {
 // when a stop signal came.
 int train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan) {
   const TrainConfig& train = trainer.train_config();
-  Progress progress(plan.start, plan.stop, train.steps, train.batch * train.seq);
+  Progress progress(plan.start, plan.stop, train.steps, tokens_per_step(train));
   auto validate_at = [&](int step) {
     const float val = trainer.validate();
     char buf[96];

@@ -36,6 +36,7 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
       attention_(o.attention),
       kernels_(o.kernels),
       z_loss_(o.z_loss),
+      grad_accum_(o.grad_accum),
       w_(layout_.total()),
       g_(layout_.total()),
       w16_(o.precision == Precision::kMixed ? layout_.total() : 0),
@@ -202,8 +203,8 @@ float Model::mean_loss(float* losses, float* dlogits, const float* logits, const
           D::in("logits", logits, n * Vp), D::in("targets", targets, n)},
          [&] {
            pick(crossentropy_forward_backward<float>, crossentropy_forward_backward_fast)(
-               losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab, 1.0f / float(N),
-               z_loss_);
+               losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab,
+               1.0f / float(int64_t(grad_accum_) * N), z_loss_);
          });
   double sum = 0.0;  // in position order
   for (int i = 0; i < N; ++i) sum += losses[i];

@@ -109,7 +109,8 @@ class Model {
   void attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv, const float* out,
                      const float* att, int B, int T) const;
 
-  // Cross-entropy (+ z-loss) of every position with dlogits fused (scaled by 1/N), and the mean
+  // Cross-entropy (+ z-loss) of every position with dlogits fused (scaled by 1/(K·N), K the
+  // micro-batches a step accumulates: ModelOptions::grad_accum), and the mean
   // of the per-position losses summed in position order.
   float mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                   int N) const;
@@ -133,6 +134,7 @@ class Model {
   AttentionKind attention_;
   Kernels kernels_;
   float z_loss_;
+  int grad_accum_;
   AlignedBuffer<float> w_, g_;
   AlignedBuffer<f16> w16_;
   Matmul matmul_;  // the variant and its packing workspace, sized at construction

@@ -219,8 +219,9 @@ std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json&
                                 {"model", model_config_json(m.model)},
                                 {"train", train_config_json(m.train)}});
   md["init"] = m.init;
-  Json data = {
-      {"kind", m.data.kind}, {"hash", data_hash_text(m.data.hash)}, {"next_batch", m.step}};
+  Json data = {{"kind", m.data.kind},
+               {"hash", data_hash_text(m.data.hash)},
+               {"next_batch", m.step * m.train.grad_accum}};
   put_lossless(data, "source", m.data.source);
   put_lossless(data, "path", m.data.path);
   md["data"] = json_text(data);

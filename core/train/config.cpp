@@ -117,7 +117,8 @@ const Preset& find_preset(const std::string& name) {
 
 ModelOptions model_options(const TrainConfig& t) {
   ModelOptions o;
-  o.batch = t.batch, o.seq = t.seq, o.precision = t.precision, o.z_loss = t.z_loss;
+  o.batch = t.batch, o.seq = t.seq, o.grad_accum = t.grad_accum, o.precision = t.precision,
+  o.z_loss = t.z_loss;
   o.attention = t.attention, o.matmul = t.matmul, o.kernels = t.kernels;
   return o;
 }
@@ -134,6 +135,9 @@ void validate(const ModelConfig& m, const TrainConfig& t) {
   if (!(t.z_loss >= 0) || !std::isfinite(t.z_loss)) throw usage_error("--z-loss must be ≥ 0");
   if (t.batch < 1) throw usage_error("--batch must be at least 1");
   if (t.seq < 1) throw usage_error("--seq must be at least 1");
+  if (t.grad_accum < 1 || t.grad_accum > kMaxGradAccum) {
+    throw usage_error("--grad-accum must lie in [1, " + std::to_string(kMaxGradAccum) + "]");
+  }
   if (t.seq > m.max_seq) {
     throw usage_error("--seq " + std::to_string(t.seq) + " is larger than the model's maximum " +
                       std::to_string(m.max_seq) + "; use --seq " + std::to_string(m.max_seq) +

@@ -12,9 +12,13 @@
 
 namespace reftrain {
 
+// The most micro-batches one optimizer step may accumulate (--grad-accum).
+constexpr int kMaxGradAccum = 1 << 16;
+
 struct TrainConfig {
-  int batch = 0;  // B
-  int seq = 0;    // T
+  int batch = 0;       // B
+  int seq = 0;         // T
+  int grad_accum = 1;  // K: micro-batches of B×T per optimizer step (K·B·T tokens per step)
   int steps = 0;
   float lr = 0, min_lr = 0, wd = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
   float clip = 1.0f;  // max global grad norm, 0 = off
@@ -53,6 +57,11 @@ struct EnumNames<Schedule> {
   static constexpr NamedValue<Schedule> values[] = {{Schedule::kCosine, "cosine"},
                                                     {Schedule::kConstant, "constant"}};
 };
+
+// Tokens one optimizer step trains on: K·B·T.
+inline long long tokens_per_step(const TrainConfig& t) {
+  return (long long)t.grad_accum * t.batch * t.seq;
+}
 
 // The options a model instance of this run is built with.
 ModelOptions model_options(const TrainConfig& train);

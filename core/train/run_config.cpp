@@ -19,6 +19,10 @@ std::vector<TrainField> make_fields() {
       {"batch", G::kTrain, "batch", "sequences per batch (B)", I{&TC::batch, 1, 1 << 20}},
       {"seq", G::kTrain, "seq", "tokens per sequence (T), at most the model's maximum",
        I{&TC::seq, 1, 1 << 20}},
+      {"grad_accum", G::kTrain, "grad_accum",
+       "micro-batches of B×T per optimizer step: the gradient is the mean over K·B·T positions "
+       "(default 1)",
+       I{&TC::grad_accum, 1, kMaxGradAccum}, /*required=*/false},
       {"steps", G::kTrain, "steps", "optimizer steps", I{&TC::steps, 1, INT32_MAX}},
       {"warmup", G::kTrain, "warmup", "linear warmup steps", I{&TC::warmup, 0, INT32_MAX}},
       {"schedule", G::kTrain, "schedule", "learning-rate schedule after warmup", &TC::schedule},

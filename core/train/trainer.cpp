@@ -6,6 +6,7 @@
 
 #include "core/base/error.h"
 #include "core/train/run_config.h"
+#include "optim/grad_accum.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -44,7 +45,8 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t) {
   const ParamLayout layout = param_layout(model);
   const size_t mirror = t.precision == Precision::kMixed ? layout.total() * sizeof(f16) : 0;
   const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), layout.total());
-  return {layout.num_params(), 2 * layout.total() * sizeof(float) + state + mirror,
+  const size_t grad_sum = t.grad_accum > 1 ? layout.total() * sizeof(float) : 0;
+  return {layout.num_params(), 2 * layout.total() * sizeof(float) + grad_sum + state + mirror,
           activation_floats(model, t.batch, t.seq, t.attention) * sizeof(float) +
               matmul_workspace_bytes(model, t.precision, t.matmul)};
 }
@@ -70,27 +72,48 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
                      RngStream::kTrainData),
       val_batches_(data_.val, train.batch, train.seq, sampler_mode(data_), train.seed,
                    RngStream::kValData),
-      schedule_(lr_schedule(train)) {
+      schedule_(lr_schedule(train)),
+      grad_sum_(train.grad_accum > 1 ? model_->layout().total() : 0) {
   model_->init_weights(train.seed);
 }
 
 StepResult Trainer::step(int k) {
   const auto t0 = std::chrono::steady_clock::now();
-  const int B = train_.batch, T = train_.seq;
-  train_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
-  const float loss = model_->forward(inputs_.data(), targets_.data(), B, T);
+  const float loss = accumulate_micro_batches(k);
   const float lr = learning_rate(schedule_, k);
   StepResult r{k + 1, loss, lr, std::nanf(""), std::nanf(""), 0.0, !std::isfinite(loss)};
   if (!r.skipped) {
-    model_->backward();
     const AdamWHyper hp{lr, train_.beta1, train_.beta2, train_.eps, train_.wd};
-    const GradStats stats = optimizer_.step(model_->weights(), model_->grads(), model_->mirror(),
-                                            hp, train_.clip, int(++updates_));
+    float* g = train_.grad_accum > 1 ? grad_sum_.data() : model_->grads();
+    const GradStats stats =
+        optimizer_.step(model_->weights(), g, model_->mirror(), hp, train_.clip, int(++updates_));
     r.grad_norm = stats.grad_norm, r.clip = stats.clip;
   }
   const auto t1 = std::chrono::steady_clock::now();
   r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
   return r;
+}
+
+// Step k reads micro-batches k·K .. k·K + K-1 (so the data position counts micro-batches). With
+// K = 1 the gradient stays in the model's buffer, as it always has; with K > 1 each backward
+// starts from zero and is added to grad_sum_ in micro-batch order (optim/grad_accum.h). A loss
+// that is not finite ends the step early and leaves both buffers zero.
+float Trainer::accumulate_micro_batches(int k) {
+  const int B = train_.batch, T = train_.seq, K = train_.grad_accum;
+  double sum = 0.0;  // the K losses, in micro-batch order
+  for (int j = 0; j < K; ++j) {
+    train_batches_.fill(uint64_t(k) * uint64_t(K) + uint64_t(j), inputs_.data(), targets_.data());
+    const float loss = model_->forward(inputs_.data(), targets_.data(), B, T);
+    if (!std::isfinite(loss)) {
+      if (K > 1) grad_sum_.zero();
+      return loss;
+    }
+    model_->backward();
+    if (K == 1) return loss;
+    accumulate_grad(grad_sum_.data(), model_->grads(), grad_sum_.size(), j == 0);
+    sum += loss;
+  }
+  return static_cast<float>(sum / K);
 }
 
 namespace {

@@ -23,7 +23,7 @@ namespace reftrain {
 
 struct StepResult {
   int step;    // 1-based: step k ends with the k-th update
-  float loss;  // forward loss before this step's update
+  float loss;  // forward loss before this step's update (the mean over its K micro-batches)
   float lr;
   float grad_norm;  // before clipping
   float clip;
@@ -31,7 +31,8 @@ struct StepResult {
   bool skipped = false;  // the loss was not finite: no backward, no update (grad_norm, clip NaN)
 };
 
-// Bytes a run needs: w, g, m, v (4 fp32 per parameter slot) plus the activation arena.
+// Bytes a run needs: w, g, m, v (4 fp32 per parameter slot; a fifth, the gradient sum, with
+// --grad-accum above 1) plus the activation arena.
 struct MemoryEstimate {
   size_t params;       // parameters, padding excluded
   size_t param_bytes;  // w + g + m + v, padding included
@@ -73,9 +74,12 @@ class Trainer {
   int64_t updates() const { return updates_; }
   void set_updates(int64_t n) { updates_ = n; }
 
-  // Step k (0-based): batch k, forward, backward, global-norm clip, AdamW on the wd and no-wd
-  // ranges at t = updates() + 1 with lr from the schedule. A loss that is not finite skips the
-  // backward and the update (the result says `skipped`); the caller decides whether to stop.
+  // Step k (0-based): micro-batches k·K .. k·K+K-1 (K = grad_accum; K = 1: batch k), each a
+  // forward and a backward scaled by 1/(K·B·T), their gradients summed in micro-batch order;
+  // then global-norm clip and AdamW on the wd and no-wd ranges at t = updates() + 1 with lr from
+  // the schedule. The step's loss is the mean of the K losses. A loss that is not finite skips
+  // the rest of the step and the update (the result says `skipped`); the caller decides whether
+  // to stop.
   StepResult step(int k);
   // The trace's first line: preset, every model and training value, seed, data source and hash,
   // optimizer, init, build flags, version.
@@ -95,7 +99,11 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;
   BatchSampler train_batches_, val_batches_;
   LrSchedule schedule_;
+  AlignedBuffer<float> grad_sum_;  // K > 1: the micro-batch gradients' sum, layout of w
   int64_t updates_ = 0;
+
+  // Forward and backward of step k's K micro-batches; returns the mean of their losses.
+  float accumulate_micro_batches(int k);
 };
 
 }  // namespace reftrain

@@ -23,6 +23,7 @@ const std::map<std::string, std::pair<std::string, Json>>& other_values() {
   static const std::map<std::string, std::pair<std::string, Json>> values = {
       {"batch", {"2", 2}},
       {"seq", {"16", 16}},
+      {"grad_accum", {"3", 3}},
       {"steps", {"3", 3}},
       {"warmup", {"1", 1}},
       {"schedule", {"constant", "constant"}},
@@ -77,7 +78,8 @@ TEST_F(TrainOptions, EveryFlagReachesTheRunLineAndTheCheckpoint) {
 
 TEST(TrainConfigJson, RoundTripsEveryValueExactly) {
   TrainConfig t;
-  t.batch = 3, t.seq = 7, t.steps = 11, t.warmup = 2, t.schedule = Schedule::kConstant;
+  t.batch = 3, t.seq = 7, t.grad_accum = 5, t.steps = 11, t.warmup = 2,
+  t.schedule = Schedule::kConstant;
   t.lr = 3e-3f, t.min_lr = 1.7e-5f, t.val_every = 5, t.val_batches = 4, t.z_loss = 1e-4f;
   t.precision = Precision::kMixed, t.attention = AttentionKind::kMaterialised;
   t.matmul = MatmulKind::kNaive, t.kernels = Kernels::kReference;
@@ -90,6 +92,9 @@ TEST(TrainConfigJson, RoundTripsEveryValueExactly) {
   Json old = j;
   old.erase("kernels");
   EXPECT_EQ(parse_train_config(old).kernels, Kernels::kFast);
+  // One written before `grad_accum` existed trained one micro-batch per step.
+  old.erase("grad_accum");
+  EXPECT_EQ(parse_train_config(old).grad_accum, 1);
   // Every other value is required, and bounded.
   Json missing = j;
   missing.erase("beta2");

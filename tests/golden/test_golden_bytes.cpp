@@ -2,8 +2,9 @@
 // purpose. This test writes the golden runs of tiny and llama-tiny × fp32/mixed ×
 // adamw/adamw8bit (50 steps, the default corpus) and the kernel fixtures of both families, and
 // compares every file's SHA-256 with tests/golden/golden_bytes.sha256 (written by the build
-// before the "every kernel has one home" restructuring; one hash re-pinned since, when every JSON
-// number became its shortest decimal: docs/golden-format.md, "Stability"). build.json names the build and is not
+// before the "every kernel has one home" restructuring; re-pinned since where
+// docs/golden-format.md, "Stability", says why: shortest-decimal JSON numbers, the ISA-independent
+// reference GELU, and config.json's "grad_accum"). build.json names the build and is not
 // part of the contract. A change that moves these bytes must say why in its commit and in
 // docs/golden-format.md, and regenerate the list: write the same directories as this test
 // into an empty folder, then, inside it,

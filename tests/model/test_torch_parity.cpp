@@ -16,6 +16,8 @@
 #include "core/formats/safetensors.h"
 #include "core/model/model.h"
 #include "core/train/config.h"
+#include "core/train/data.h"
+#include "core/train/trainer.h"
 #include "ops/rope.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
@@ -234,6 +236,54 @@ INSTANTIATE_TEST_SUITE_P(
       }
       return name;
     });
+
+// --grad-accum 4 with B = 2 against the mirror's one batch of 8 for ten steps (fp32, both
+// families): the step-1 gradient norm (before clipping; a wrong 1/(K·B·T) scale shows here,
+// where Adam's normalisation would hide it from the losses) and every step's loss, at the
+// tolerances above. The trainer's random sampler gives row b of micro-batch 4k + j the start
+// it gives row 2j + b of batch k when B is 8, so both read the same tokens.
+class TorchGradAccum : public ::testing::TestWithParam<Arch> {};
+
+TEST_P(TorchGradAccum, FourMicroBatchesOfTwoEqualOneBatchOfEight) {
+  const ModelConfig m = parity_model(GetParam());
+  TrainConfig t = parity_train(GetParam(), Precision::kFp32);
+  t.batch = 2, t.grad_accum = 4;
+  Dataset data;
+  data.kind = "text", data.source = "random tokens";
+  const CounterRng rng(11, RngStream::kTrainData);
+  for (uint64_t i = 0; i < 3000; ++i) {
+    (i < 2500 ? data.train : data.val).push_back(uint16_t(rng.below(uint64_t(m.vocab), i)));
+  }
+  Trainer trainer(m, t, data);
+  TrainConfig eight = t;
+  eight.batch = 8, eight.grad_accum = 1;
+  const BatchSampler batches(trainer.data().train, eight.batch, t.seq, BatchSampler::Mode::kRandom,
+                             t.seed, RngStream::kTrainData);
+  const size_t per_batch = size_t(eight.batch) * size_t(t.seq);
+  std::vector<int32_t> inputs(per_batch * size_t(t.steps)), targets(inputs.size());
+  for (int s = 0; s < t.steps; ++s) {
+    batches.fill(uint64_t(s), inputs.data() + s * per_batch, targets.data() + s * per_batch);
+  }
+  TempDir dir;
+  const Oracle oracle = run_mirror(dir, trainer.model(), inputs, targets, eight);
+  ASSERT_EQ(oracle.losses.size(), size_t(t.steps));
+  double norm_sq = 0.0;
+  for (const ParamTensor& p : trainer.model().layout().tensors()) {
+    for (const double g : oracle.file.get("grad." + p.name).as<double>()) norm_sq += g * g;
+  }
+  for (int s = 0; s < t.steps; ++s) {
+    const StepResult r = trainer.step(s);
+    if (s == 0) EXPECT_NEAR(r.grad_norm, std::sqrt(norm_sq), 1e-5 * std::sqrt(norm_sq));
+    EXPECT_LE(std::abs(r.loss - oracle.losses[size_t(s)]) / std::abs(oracle.losses[size_t(s)]),
+              1e-5)
+        << "step " << s + 1 << ": " << r.loss << " vs " << oracle.losses[size_t(s)];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, TorchGradAccum, ::testing::Values(Arch::kGpt2, Arch::kLlama),
+                         [](const ::testing::TestParamInfo<Arch>& info) {
+                           return std::string(enum_name(info.param));
+                         });
 
 // RoPE alone against an HF-style rotate_half implementation (tests/torch/rope_check.py): the
 // forward and the backward (the transposed rotation), at positions up to 40 where the angles

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "core/train/checkpoint.h"
-#include "core/model/model.h"
-#include "core/train/config.h"
-#include "optim/optimizer.h"
 #include "core/formats/safetensors.h"
+#include "core/model/model.h"
+#include "core/train/checkpoint.h"
+#include "core/train/config.h"
 #include "optim/adamw8bit.h"
+#include "optim/optimizer.h"
 #include "tests/common/cli_util.h"
 #include "tests/common/test_util.h"
 
@@ -46,10 +46,11 @@ struct ResumeCase {
   const char* preset;
   const char* precision;
   const char* optimizer;
+  int grad_accum = 1;  // --grad-accum: a step of K micro-batches, the data position K per step
 };
 
 void PrintTo(const ResumeCase& c, std::ostream* os) {
-  *os << c.preset << "/" << c.precision << "/" << c.optimizer;
+  *os << c.preset << "/" << c.precision << "/" << c.optimizer << "/K" << c.grad_accum;
 }
 
 class ExactResume : public CheckpointTest, public ::testing::WithParamInterface<ResumeCase> {};
@@ -62,7 +63,8 @@ class ExactResume : public CheckpointTest, public ::testing::WithParamInterface<
 TEST_P(ExactResume, FortyStraightEqualsTwentyThenTwentyResumed) {
   const ResumeCase c = GetParam();
   const std::string run = std::string("train --preset ") + c.preset + " --precision " +
-                          c.precision + " --optimizer " + c.optimizer +
+                          c.precision + " --optimizer " + c.optimizer + " --grad-accum " +
+                          std::to_string(c.grad_accum) +
                           " --steps 40 --val-every 5 --save-every 7 --data " + text_;
   const std::string straight = dir_.file("straight"), split = dir_.file("split");
   const std::string s_trace = dir_.file("s.jsonl"), r_trace = dir_.file("r.jsonl");
@@ -98,7 +100,9 @@ INSTANTIATE_TEST_SUITE_P(FamiliesPrecisionsOptimizers, ExactResume,
                                            ResumeCase{"llama-tiny", "fp32", "adamw"},
                                            ResumeCase{"llama-tiny", "fp32", "adamw8bit"},
                                            ResumeCase{"llama-tiny", "mixed", "adamw"},
-                                           ResumeCase{"llama-tiny", "mixed", "adamw8bit"}));
+                                           ResumeCase{"llama-tiny", "mixed", "adamw8bit"},
+                                           ResumeCase{"tiny", "mixed", "adamw", 3},
+                                           ResumeCase{"llama-tiny", "fp32", "adamw8bit", 3}));
 
 // --- the saving policy -------------------------------------------------------------------------
 
