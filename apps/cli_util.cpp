@@ -174,15 +174,22 @@ void refuse_clobbering(const std::vector<NamedPath>& outputs,
   }
 }
 
-std::function<void(int32_t)> token_printer(bool byte_tokens) {
-  return [byte_tokens](int32_t token) {
-    if (byte_tokens) {
-      std::fputc(token, stdout);
+std::function<void(int32_t)> token_printer(std::shared_ptr<const Tokenizer> tokenizer) {
+  return [tokenizer](int32_t token) {
+    if (tokenizer) {
+      const std::string bytes = tokenizer->decode({token});
+      std::fwrite(bytes.data(), 1, bytes.size(), stdout);
     } else {
       std::printf(" %d", int(token));
     }
     std::fflush(stdout);
   };
+}
+
+int32_t default_prompt(const Tokenizer* tokenizer, int model_vocab) {
+  if (!tokenizer) return int32_t(model_vocab - 1);
+  if (tokenizer->eot_id() >= 0) return tokenizer->eot_id();
+  return tokenizer->encode("\n").at(0);
 }
 
 }  // namespace reftrain

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/tokenizer/tokenizer.h"
 #include "core/train/run_config.h"
 
 namespace reftrain {
@@ -57,8 +59,13 @@ struct NamedPath {
 // destroy what the command reads, before anyone noticed. Empty paths are skipped.
 void refuse_clobbering(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
-// Prints each sampled token as soon as it is drawn, flushed: a text model's byte as it is, an
-// llm.c model's token id as " ID". Used by `sample` and by the sample that ends `train`.
-std::function<void(int32_t)> token_printer(bool byte_tokens);
+// Prints each sampled token as soon as it is drawn, flushed: its bytes under `tokenizer`, or
+// without one (llm.c ids of unknown meaning) the id as " ID". Used by `sample` and by the sample
+// that ends `train`.
+std::function<void(int32_t)> token_printer(std::shared_ptr<const Tokenizer> tokenizer);
+// The prompt that starts a sample when none is given: <|endoftext|> when the tokenizer has it
+// (or, without a tokenizer, the last id of the model's vocab, GPT-2's <|endoftext|>), else a
+// newline.
+int32_t default_prompt(const Tokenizer* tokenizer, int model_vocab);
 
 }  // namespace reftrain

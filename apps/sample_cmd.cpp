@@ -18,26 +18,39 @@ namespace reftrain {
 namespace {
 
 struct SampleArgs {
-  std::string ckpt, prompt, seed;
+  std::string ckpt, prompt, seed, tokenizer;
   SampleOptions options;
   int threads = 0;
   CLI::Option* prompt_given = nullptr;
   CLI::Option* seed_given = nullptr;
+  CLI::Option* tokenizer_given = nullptr;
 };
 
-// The prompt's token ids: the text's bytes, or one newline (an llm.c model: <|endoftext|>).
-std::vector<int32_t> prompt_tokens(const SampleArgs& a, const Checkpoint& c, bool bytes) {
-  if (a.prompt_given->count() == 0) {
-    return {bytes ? int32_t('\n') : int32_t(c.meta.model.vocab - 1)};
-  }
-  if (!bytes) {
+// The prompt's token ids: the text under the model's tokenizer, or default_prompt's one token.
+std::vector<int32_t> prompt_tokens(const SampleArgs& a, const Checkpoint& c,
+                                   const Tokenizer* tokenizer) {
+  if (a.prompt_given->count() == 0) return {default_prompt(tokenizer, c.meta.model.vocab)};
+  if (!tokenizer) {
     throw usage_error(
-        "--prompt needs a text model; this checkpoint's model reads llm.c token ids and reftrain "
-        "has no GPT-2 tokenizer, so leave --prompt out");
+        "--prompt needs a tokenizer; this checkpoint's model reads llm.c token ids of unknown "
+        "meaning: pass --tokenizer gpt2 (GPT-2's ids) or leave --prompt out");
   }
   if (a.prompt.empty()) throw usage_error("--prompt needs some text");
-  const std::vector<uint16_t> b = encode_bytes(a.prompt);
-  return std::vector<int32_t>(b.begin(), b.end());
+  return tokenizer->encode(a.prompt);
+}
+
+// The checkpoint's tokenizer (--tokenizer: where it is now, or which one llm.c ids mean).
+std::shared_ptr<const Tokenizer> model_tokenizer(const SampleArgs& a, const Checkpoint& c) {
+  if (a.tokenizer_given->count() > 0 && a.tokenizer.empty()) {
+    throw usage_error("--tokenizer needs gpt2, a tokenizer.json or a directory");
+  }
+  std::shared_ptr<const Tokenizer> t = reload_tokenizer(c.meta.data.tokenizer, a.tokenizer);
+  if (t && t->vocab_size() > c.meta.model.vocab) {
+    throw usage_error("--tokenizer " + a.tokenizer + " has " + std::to_string(t->vocab_size()) +
+                      " tokens, more than the model's vocab " +
+                      std::to_string(c.meta.model.vocab));
+  }
+  return t;
 }
 
 int run_sample(const SampleArgs& a) {
@@ -47,8 +60,8 @@ int run_sample(const SampleArgs& a) {
   const uint64_t seed = seed_given ? parse_seed(a.seed) : 0;  // checked before the file is read
   if (!std::isfinite(a.options.temperature)) throw usage_error("--temperature must be finite");
   Checkpoint c = read_checkpoint(a.ckpt);
-  const bool bytes = c.meta.data.kind == "text";
-  const std::vector<int32_t> prompt = prompt_tokens(a, c, bytes);
+  const std::shared_ptr<const Tokenizer> tokenizer = model_tokenizer(a, c);
+  const std::vector<int32_t> prompt = prompt_tokens(a, c, tokenizer.get());
   SampleOptions options = a.options;
   options.seed = seed_given ? seed : c.meta.train.seed;
   const TrainConfig& t = c.meta.train;
@@ -57,15 +70,15 @@ int run_sample(const SampleArgs& a) {
   std::unique_ptr<Model> model = make_model(c.meta.model, one_row);
   restore_model(c, *model);
   c.file.tensors.clear();  // the model holds the weights now
-  if (bytes) {
-    std::fwrite(a.prompt_given->count() ? a.prompt.data() : "\n", 1,
-                a.prompt_given->count() ? a.prompt.size() : 1, stdout);
+  if (tokenizer) {
+    const std::string shown = tokenizer->decode(prompt);
+    std::fwrite(shown.data(), 1, shown.size(), stdout);
   } else {
     std::printf("%d", int(prompt[0]));
   }
   std::fflush(stdout);
   try {
-    sample_tokens(*model, t.seq, prompt, options, token_printer(bytes));
+    sample_tokens(*model, t.seq, prompt, options, token_printer(tokenizer));
   } catch (const UserError& e) {
     throw input_error(c.path + ": " + e.what());
   }
@@ -79,7 +92,13 @@ CommandRunner add_sample_command(CLI::App& app) {
   auto a = std::make_shared<SampleArgs>();
   app.add_option("--ckpt", a->ckpt, "checkpoint file, or a directory (its newest checkpoint)")
       ->required();
-  a->prompt_given = app.add_option("--prompt", a->prompt, "text to continue (default: a newline)");
+  a->prompt_given = app.add_option(
+      "--prompt", a->prompt,
+      "text to continue (default: <|endoftext|>, or a newline for a tokenizer without it)");
+  a->tokenizer_given = app.add_option(
+      "--tokenizer", a->tokenizer,
+      "the checkpoint's tokenizer where it is now (checked against its hash), or what an llm.c "
+      "model's ids mean (gpt2)");
   app.add_option("--tokens", a->options.tokens, "tokens to generate")
       ->capture_default_str()
       ->transform(decimal_int(0, 1 << 24));

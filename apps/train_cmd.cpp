@@ -34,7 +34,7 @@ namespace {
 
 struct TrainArgs {
   std::string preset = kDefaultPreset;
-  std::string data, data_tokens, init_from, trace;
+  std::string data, data_tokens, init_from, trace, tokenizer;
   std::string out, resume, plot;
   int save_every = 0, keep = 0, stop_after = 0;
   bool skip_nonfinite = false;
@@ -130,9 +130,33 @@ Dataset load_data(const TrainArgs& a) {
       throw usage_error(std::string(name) + " needs a file name");
     }
   }
-  if (!a.data_tokens.empty()) return load_llmc_tokens(a.data_tokens);
-  if (!a.data.empty()) return load_text_file(a.data);
-  return load_fortunes();
+  if (a.has("--tokenizer") && a.tokenizer.empty()) {
+    throw usage_error("--tokenizer needs bytes, gpt2, a tokenizer.json or a directory");
+  }
+  std::shared_ptr<const Tokenizer> tokenizer = tokenizer_from_spec(a.tokenizer);
+  if (!a.data_tokens.empty()) {
+    Dataset d = load_llmc_tokens(a.data_tokens);
+    if (a.has("--tokenizer")) d.tokenizer = std::move(tokenizer);  // what the ids mean
+    return d;
+  }
+  if (!a.data.empty()) return load_text_file(a.data, std::move(tokenizer));
+  return load_fortunes(kFortunesDir, std::move(tokenizer));
+}
+
+// A BPE tokenizer sets the vocabulary of a model that starts from scratch (V, padded to a
+// multiple of 64 as llm.c pads GPT-2's 50257 to 50304); weights from a file keep theirs, which
+// the tokenizer must fit, as must llm.c ids' model.
+void fit_vocab(ModelConfig& model, const Dataset& d, bool model_from_file) {
+  const TokenizerRecord t = tokenizer_record(d.tokenizer.get());
+  if (t.kind == "none" || t.kind == "bytes") return;
+  if (!model_from_file && d.kind == "text") {
+    model.vocab = t.vocab, model.padded_vocab = (t.vocab + 63) / 64 * 64;
+    return;
+  }
+  if (t.vocab > model.vocab) {
+    throw usage_error("--tokenizer " + t.source + " has " + std::to_string(t.vocab) +
+                      " tokens, more than the model's vocab " + std::to_string(model.vocab));
+  }
 }
 
 // The run's peak resident memory next to what estimate_memory() predicted for it.
@@ -219,6 +243,7 @@ RunPlan fresh_plan(const TrainArgs& a) {
     }
   }
   p.data = load_data(a);
+  fit_vocab(p.model, p.data, !a.init_from.empty());
   p.data_path = absolute_path(p.data.source);
   p.init = a.init_from.empty() ? "normal(0.02) from seed " + std::to_string(p.train.seed)
                                : "llm.c checkpoint " + a.init_from;
@@ -261,7 +286,12 @@ Dataset checked_hash(Dataset d, const DataSource& src) {
 
 // The checkpoint's data, from where it was (or from --data/--data-tokens, if it moved).
 Dataset reload_data(const TrainArgs& a, const DataSource& src) {
-  if (a.has("--data") || a.has("--data-tokens")) return checked_hash(load_data(a), src);
+  std::shared_ptr<const Tokenizer> tokenizer = reload_tokenizer(src.tokenizer, a.tokenizer);
+  if (a.has("--data") || a.has("--data-tokens")) {
+    Dataset d = load_data(a);
+    d.tokenizer = tokenizer;
+    return checked_hash(std::move(d), src);
+  }
   const std::string flag = src.kind == "llmc-tokens" ? "--data-tokens" : "--data";
   std::error_code ec;
   if (!std::filesystem::exists(src.path, ec)) {
@@ -276,8 +306,9 @@ Dataset reload_data(const TrainArgs& a, const DataSource& src) {
                       " is a directory, not the data file it names; pass the data with " + flag);
   }
   Dataset d = src.kind == "llmc-tokens" ? load_llmc_tokens(src.path)
-              : fortunes                ? load_fortunes(src.path)
-                                        : load_text_file(src.path);
+              : fortunes                ? load_fortunes(src.path, tokenizer)
+                                        : load_text_file(src.path, tokenizer);
+  d.tokenizer = tokenizer;
   d.source = src.source;  // the name the run's trace and checkpoints know it by
   return checked_hash(std::move(d), src);
 }
@@ -318,7 +349,7 @@ class Saver {
   Saver(const RunPlan& p, const Dataset& d, Json run)
       : dir_(p.out), run_(std::move(run)), last_(p.ckpt ? p.ckpt->path : "") {
     meta_.preset = p.preset, meta_.init = p.init, meta_.model = p.model, meta_.train = p.train;
-    meta_.data = {d.kind, d.source, p.data_path, d.hash};
+    meta_.data = {d.kind, d.source, p.data_path, d.hash, tokenizer_record(d.tokenizer.get())};
     meta_.save_every = p.save_every, meta_.keep = p.keep;
   }
   bool due(int step, int stop) const {
@@ -455,13 +486,14 @@ int train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan
   return done;
 }
 
-// The sample that ends a run: 256 tokens after a newline (an llm.c model: <|endoftext|>).
+// The sample that ends a run: 256 tokens after <|endoftext|> (or a newline: default_prompt).
 void print_sample(Trainer& trainer) {
-  const bool bytes = trainer.data().kind == "text";
-  const int32_t prompt = bytes ? int32_t('\n') : int32_t(trainer.model().config().vocab - 1);
-  std::printf("\nsample:\n%s", bytes ? "" : "(token ids; reftrain has no GPT-2 tokenizer)");
+  const std::shared_ptr<const Tokenizer>& tokenizer = trainer.data().tokenizer;
+  const int32_t prompt = default_prompt(tokenizer.get(), trainer.model().config().vocab);
+  std::printf("\nsample:\n%s", tokenizer ? "" : "(token ids; pass --tokenizer to read them)");
   try {
-    trainer.sample({prompt}, {256, 1.0f, 0, trainer.train_config().seed}, token_printer(bytes));
+    trainer.sample({prompt}, {256, 1.0f, 0, trainer.train_config().seed},
+                   token_printer(tokenizer));
   } catch (const UserError& e) {
     std::printf("(none: %s)", e.what());
   }
@@ -513,7 +545,10 @@ void initialise(Trainer& trainer, RunPlan& p, const TrainArgs& a) {
 // checkpoint's name, where a save would replace it.
 void refuse_clobbering(const TrainArgs& a, const RunPlan& p) {
   std::vector<NamedPath> inputs = {
-      {"--data", a.data}, {"--data-tokens", a.data_tokens}, {"--init-from", a.init_from}};
+      {"--data", a.data},
+      {"--data-tokens", a.data_tokens},
+      {"--init-from", a.init_from},
+      {"--tokenizer", a.tokenizer}};
   if (p.ckpt) {
     inputs.push_back({"the checkpoint resumed,", p.ckpt->path});
     inputs.push_back({"the checkpoint's data", p.data_path});
@@ -626,6 +661,11 @@ CommandRunner add_train_command(CLI::App& app) {
           ->excludes(a->given["--data"]);
   a->given["--init-from"] =
       app.add_option("--init-from", a->init_from, "llm.c GPT-2 checkpoint (fp32, magic 20240326)");
+  a->given["--tokenizer"] = app.add_option(
+      "--tokenizer", a->tokenizer,
+      "bytes (default), gpt2, a tokenizer.json from `reftrain tokenizer train`, or a directory "
+      "with encoder.json + vocab.bpe or vocab.json + merges.txt; a BPE tokenizer sets the "
+      "model's vocab");
   app.add_option("--trace", a->trace,
                  "write a JSONL trace of the run to this file (with --resume: continue it)");
   for (const TrainField& f : train_fields()) {

@@ -14,6 +14,7 @@
 #include "core/formats/trace.h"
 #include "core/model/model.h"
 #include "core/train/config.h"
+#include "core/train/data.h"
 #include "optim/optimizer.h"
 
 namespace reftrain {
@@ -27,6 +28,7 @@ struct DataSource {
   std::string source;  // the file or the fortunes directory, as the run named it (Dataset::source)
   std::string path;    // the same, absolute: where a resumed run reads it from
   uint64_t hash = 0;   // Dataset::hash
+  TokenizerRecord tokenizer;  // what the ids mean (Dataset::tokenizer)
 };
 
 // Everything in a checkpoint besides the tensors.

@@ -1,12 +1,17 @@
 #include "core/train/data.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "core/base/error.h"
+#include "core/formats/atomic_file.h"
 #include "core/formats/input_file.h"
 
 namespace reftrain {
@@ -44,10 +49,12 @@ uint64_t fnv1a64(const std::vector<uint16_t>& tokens) {
   return h;
 }
 
-Dataset split(std::string kind, std::string source, std::vector<uint16_t> tokens) {
+Dataset split(std::string kind, std::string source, std::vector<uint16_t> tokens,
+              std::shared_ptr<const Tokenizer> tokenizer) {
   Dataset d;
   d.kind = std::move(kind);
   d.source = std::move(source);
+  d.tokenizer = std::move(tokenizer);
   d.hash = fnv1a64(tokens);
   const size_t n_train = tokens.size() * 9 / 10;
   d.val.assign(tokens.begin() + std::ptrdiff_t(n_train), tokens.end());
@@ -60,15 +67,141 @@ std::string read_text(const std::string& path) {
   return InputFile(path, "data file").read_all();
 }
 
-}  // namespace
-
-Dataset load_text_file(const std::string& path) {
-  const std::string text = read_text(path);
-  if (text.empty()) throw input_error("data file " + path + " is empty");
-  return split("text", path, encode_bytes(text));
+std::string hex16(uint64_t h) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
-Dataset load_fortunes(const std::string& dir) {
+// $XDG_CACHE_HOME/reftrain, or ~/.cache/reftrain; "" when neither variable is set.
+std::string user_cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return std::string(xdg) + "/reftrain";
+  const char* home = std::getenv("HOME");
+  return home && *home ? std::string(home) + "/.cache/reftrain" : "";
+}
+
+// The ids of a token cache file, or empty when it is missing, damaged or holds an id outside
+// the vocabulary (then it is rewritten).
+std::vector<uint16_t> read_token_cache(const std::string& path, int vocab) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return {};
+  try {
+    std::vector<uint16_t> ids = read_llmc_token_file(path);
+    for (uint16_t id : ids) {
+      if (id >= vocab) return {};
+    }
+    return ids;
+  } catch (const UserError&) {
+    return {};
+  }
+}
+
+// Text to ids: the bytes tokenizer directly (nothing to cache), BPE through the cache.
+std::vector<uint16_t> tokens_of(const std::string& text, const std::string& data,
+                                const Tokenizer& tokenizer) {
+  if (tokenizer.kind() == "bytes") return encode_bytes(text);
+  return cached_tokens(text, data, tokenizer);
+}
+
+}  // namespace
+
+std::shared_ptr<const Tokenizer> bytes_tokenizer() {
+  static const auto bytes = std::make_shared<const Tokenizer>();
+  return bytes;
+}
+
+TokenizerRecord tokenizer_record(const Tokenizer* t) {
+  if (!t) return {"none", "", 0, 0};
+  if (t->kind() == "bytes") return {};
+  return {t->kind(), t->source(), t->hash(), t->vocab_size()};
+}
+
+std::shared_ptr<const Tokenizer> tokenizer_from_spec(const std::string& spec) {
+  if (spec.empty() || spec == "bytes") return bytes_tokenizer();
+  return std::make_shared<const Tokenizer>(load_tokenizer(spec));
+}
+
+std::shared_ptr<const Tokenizer> reload_tokenizer(const TokenizerRecord& r,
+                                                  const std::string& spec) {
+  if (r.kind == "bytes" && spec.empty()) return bytes_tokenizer();
+  if (r.kind == "none" && spec.empty()) return nullptr;
+  std::error_code ec;
+  std::string from = spec;
+  if (from.empty()) from = fs::exists(r.source, ec) || r.kind != "gpt2" ? r.source : "gpt2";
+  if (from != "gpt2" && from != "bytes" && !fs::exists(from, ec)) {
+    throw input_error("tokenizer " + from + " does not exist; if it moved, pass it with --tokenizer");
+  }
+  std::shared_ptr<const Tokenizer> t = tokenizer_from_spec(from);
+  const TokenizerRecord now = tokenizer_record(t.get());
+  if (r.kind != "none" && (now.kind == "bytes") != (r.kind == "bytes")) {
+    throw input_error("tokenizer " + from + " (" + now.kind + ") is not the " + r.kind +
+                      " tokenizer this model was trained with");
+  }
+  if (r.kind != "none" && r.kind != "bytes" && now.hash != r.hash) {
+    throw input_error("tokenizer " + from + " (" + t->hash_text() +
+                      ") is not the one this model was trained with (" + data_hash_text(r.hash) +
+                      ", " + r.source + ")");
+  }
+  return t;
+}
+
+uint64_t fnv1a64_bytes(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string token_cache_path(const std::string& data, const Tokenizer& tokenizer,
+                             uint64_t text_hash) {
+  const fs::path p(data);
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(p, ec);
+  const std::string name = (is_dir ? p.lexically_normal().filename() : p.filename()).string();
+  const std::string file = (name.empty() ? std::string("data") : name) + "." + tokenizer.kind() +
+                           "-" + hex16(tokenizer.hash()) + "." + hex16(text_hash) + ".tokens";
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!is_dir && access(dir.c_str(), W_OK) == 0) return (dir / file).string();
+  const std::string cache = user_cache_dir();
+  return cache.empty() ? "" : cache + "/" + file;
+}
+
+std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& data,
+                                    const Tokenizer& tokenizer) {
+  if (tokenizer.vocab_size() > 65536) {
+    throw input_error("tokenizer " + tokenizer.source() + " has " +
+                      std::to_string(tokenizer.vocab_size()) +
+                      " tokens; reftrain trains on uint16 ids, so at most 65536");
+  }
+  const std::string path = token_cache_path(data, tokenizer, fnv1a64_bytes(text));
+  std::vector<uint16_t> ids = path.empty() ? std::vector<uint16_t>{}
+                                           : read_token_cache(path, tokenizer.vocab_size());
+  if (!ids.empty() || text.empty()) return ids;
+  const std::vector<int32_t> encoded = tokenizer.encode(text);
+  ids.assign(encoded.begin(), encoded.end());
+  if (path.empty()) return ids;
+  try {
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    write_llmc_token_file(path, ids);
+  } catch (const UserError&) {
+    // A cache that cannot be written costs the next run an encode, nothing else.
+  }
+  return ids;
+}
+
+Dataset load_text_file(const std::string& path, std::shared_ptr<const Tokenizer> tokenizer) {
+  const std::string text = read_text(path);
+  if (text.empty()) throw input_error("data file " + path + " is empty");
+  return split("text", path, tokens_of(text, path, *tokenizer), std::move(tokenizer));
+}
+
+Dataset load_fortunes(const std::string& dir, std::shared_ptr<const Tokenizer> tokenizer) {
+  const std::string text = fortunes_text(dir);
+  return split("text", dir, tokens_of(text, dir, *tokenizer), std::move(tokenizer));
+}
+
+std::string fortunes_text(const std::string& dir) {
   std::error_code ec;
   std::vector<std::string> files;
   if (fs::is_directory(dir, ec)) {
@@ -91,10 +224,26 @@ Dataset load_fortunes(const std::string& dir) {
       if (line != "%") text += line + "\n";
     }
   }
-  return split("text", dir, encode_bytes(text));
+  return text;
 }
 
 Dataset load_llmc_tokens(const std::string& path) {
+  return split("llmc-tokens", path, read_llmc_token_file(path), nullptr);
+}
+
+void write_llmc_token_file(const std::string& path, const std::vector<uint16_t>& tokens) {
+  if (tokens.size() > size_t(INT32_MAX)) {
+    throw input_error("token file " + path + ": " + std::to_string(tokens.size()) +
+                      " tokens do not fit llm.c's int32 count");
+  }
+  int32_t header[256] = {20240520, 1, int32_t(tokens.size())};
+  AtomicFileWriter out(path);
+  out.write(header, sizeof header);
+  out.write(tokens.data(), tokens.size() * sizeof(uint16_t));
+  out.commit();
+}
+
+std::vector<uint16_t> read_llmc_token_file(const std::string& path) {
   InputFile in(path, "token file");
   int32_t header[256];
   if (in.size() < sizeof(header)) {
@@ -121,7 +270,7 @@ Dataset load_llmc_tokens(const std::string& path) {
   if (count == 0) throw input_error(in.name() + " holds no tokens");
   std::vector<uint16_t> tokens(static_cast<size_t>(count));
   in.read_at(sizeof(header), tokens.data(), uint64_t(count) * 2, "the tokens");
-  return split("llmc-tokens", path, std::move(tokens));
+  return tokens;
 }
 
 void check_vocab(const Dataset& d, int vocab) {

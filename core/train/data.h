@@ -1,12 +1,15 @@
-// Training data: the byte-level tokenizer, the corpora (any text file, the Debian `fortunes`
-// package, llm.c token files), the 90/10 train/val split and the batch samplers.
+// Training data: the corpora (any text file, the Debian `fortunes` package, llm.c token files)
+// as token ids under a tokenizer (core/tokenizer: bytes, GPT-2's BPE, or one of your own), the
+// token cache, the 90/10 train/val split and the batch samplers.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/base/rng.h"
+#include "core/tokenizer/tokenizer.h"
 
 namespace reftrain {
 
@@ -22,14 +25,63 @@ struct Dataset {
   std::string source;  // file or directory
   uint64_t hash = 0;   // FNV-1a 64 of all tokens (as little-endian uint16), before the split
   std::vector<uint16_t> train, val;  // first 90% and last 10%
+  // What the ids mean: the tokenizer that encoded the text (bytes by default); for llm.c token
+  // ids, the one --tokenizer named, or null (ids without a known tokenizer).
+  std::shared_ptr<const Tokenizer> tokenizer;
 };
 
-Dataset load_text_file(const std::string& path);
+// A dataset's tokenizer as traces and checkpoints record it, and how a later run (a resume, a
+// sample) gets it back.
+struct TokenizerRecord {
+  std::string kind = "bytes";  // "bytes", "gpt2", "bpe", or "none": llm.c ids of unknown meaning
+  std::string source;          // the absolute path it was read from (BPE kinds)
+  uint64_t hash = 0;           // Tokenizer::hash (BPE kinds)
+  int vocab = 256;
+};
+TokenizerRecord tokenizer_record(const Tokenizer* tokenizer);
+// The recorded tokenizer, loaded again: bytes, null for "none", else read from `spec` when
+// given (a user's --tokenizer; "gpt2" included), from the recorded source, or for kind gpt2
+// from where "gpt2" is found today. An input error when the file is gone (naming --tokenizer,
+// the way to point at a moved one) or its hash differs from the recorded one.
+std::shared_ptr<const Tokenizer> reload_tokenizer(const TokenizerRecord& record,
+                                                  const std::string& spec = "");
+// A tokenizer from a --tokenizer value ("bytes" or load_tokenizer's specs).
+std::shared_ptr<const Tokenizer> tokenizer_from_spec(const std::string& spec);
+
+// The bytes tokenizer, shared.
+std::shared_ptr<const Tokenizer> bytes_tokenizer();
+
+// A text file's tokens under `tokenizer`. A BPE tokenizer encodes the text once and caches the
+// ids (token_cache_path); a later load reads the cache.
+Dataset load_text_file(const std::string& path,
+                       std::shared_ptr<const Tokenizer> tokenizer = bytes_tokenizer());
 // Every fortune file in `dir` (the .dat indexes and .u8 links skipped), in name order, with
 // the '%' separator lines dropped.
-Dataset load_fortunes(const std::string& dir = kFortunesDir);
+Dataset load_fortunes(const std::string& dir = kFortunesDir,
+                      std::shared_ptr<const Tokenizer> tokenizer = bytes_tokenizer());
+// The text of the fortunes corpus, as load_fortunes reads it.
+std::string fortunes_text(const std::string& dir = kFortunesDir);
+
+// Where the ids of `data` (a file, or the fortunes directory) under `tokenizer` are cached:
+// beside the data, "NAME.<tokenizer kind>-<tokenizer hash>.<text hash>.tokens" (both FNV-1a 64,
+// 16 hex digits), or in $XDG_CACHE_HOME/reftrain (~/.cache/reftrain) when the data's directory
+// is not writable or the data is a directory. The file is llm.c's uint16 token format.
+std::string token_cache_path(const std::string& data, const Tokenizer& tokenizer,
+                             uint64_t text_hash);
+// The ids of `text` under `tokenizer`: from the cache file when it holds a valid token file
+// whose ids are all < the vocabulary; otherwise encoded and written there (atomically; a cache
+// that cannot be written is skipped, the ids are still returned). An input error when the
+// vocabulary does not fit uint16 ids (more than 65536 tokens).
+std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& data,
+                                    const Tokenizer& tokenizer);
+// FNV-1a 64 of bytes.
+uint64_t fnv1a64_bytes(std::string_view bytes);
 // llm.c's token file: int32 header[256] (magic 20240520, version 1, count), then uint16 tokens.
+// The dataset's tokenizer is null: the caller sets it when it knows what the ids mean.
 Dataset load_llmc_tokens(const std::string& path);
+std::vector<uint16_t> read_llmc_token_file(const std::string& path);
+// Writes `tokens` in that format, atomically.
+void write_llmc_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
 
 // Dataset::hash as traces and checkpoints write it: "fnv1a64:<16 lowercase hex digits>".
 std::string data_hash_text(uint64_t hash);

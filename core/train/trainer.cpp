@@ -138,6 +138,16 @@ Json describe_model(const ModelConfig& m, size_t params) {
   return j;
 }
 
+// "bytes", "llm.c token ids" (no tokenizer known), or a BPE tokenizer's kind, source, hash and
+// vocabulary size.
+Json describe_tokenizer(const Tokenizer* tokenizer) {
+  const TokenizerRecord r = tokenizer_record(tokenizer);
+  if (r.kind == "bytes") return "bytes";
+  if (r.kind == "none") return "llm.c token ids";
+  return {{"kind", r.kind}, {"source", r.source}, {"hash", data_hash_text(r.hash)},
+          {"vocab", r.vocab}};
+}
+
 // The optimizer's values and which tensors decay.
 Json optimizer_line(const TrainConfig& t) {
   Json j = run_line_group(t, RunLineGroup::kOptimizer);
@@ -168,7 +178,7 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
         {"hash", data_hash_text(data_.hash)},
         {"train_tokens", data_.train.size()},
         {"val_tokens", data_.val.size()},
-        {"tokenizer", data_.kind == "text" ? "bytes" : "llm.c token ids"}}},
+        {"tokenizer", describe_tokenizer(data_.tokenizer.get())}}},
   };
 }
 
