@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
   CLI::App* compare =
       app.add_subcommand("compare", "compare a result with a golden trace, tensor file or run");
   runners[compare] = add_compare_command(*compare);
+  CLI::App* tokenizer =
+      app.add_subcommand("tokenizer", "train a BPE tokenizer, or encode and decode text with one");
+  runners[tokenizer] = add_tokenizer_command(*tokenizer);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -113,7 +116,9 @@ int main(int argc, char** argv) {
     std::string what = unknown_command(app, argc, argv);
     if (what.empty()) what = e.what();
     if (what.empty()) {
-      what = "a subcommand is required: train, sample, plot, presets, explain, golden or compare";
+      what =
+          "a subcommand is required: train, sample, plot, presets, explain, golden, compare or "
+          "tokenizer";
     }
     std::fprintf(stderr, "error: %s (see reftrain --help)\n", one_line(what).c_str());
     return kExitUsageError;

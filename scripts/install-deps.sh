@@ -47,3 +47,4 @@ else
 fi
 
 "$(dirname "${BASH_SOURCE[0]}")/install-webgpu.sh"
+"$(dirname "${BASH_SOURCE[0]}")/install-tokenizer-deps.sh"

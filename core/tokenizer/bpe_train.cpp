@@ -1,0 +1,254 @@
+#include "core/tokenizer/bpe_train.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+
+#include "core/base/error.h"
+#include "core/tokenizer/byte_level.h"
+#include "core/tokenizer/pretokenize.h"
+
+namespace reftrain {
+
+namespace {
+
+bool printable_ascii(char c) {
+  return c >= '!' && c <= '~';
+}
+
+// Cut points where the chunks of the pieces are those of the whole text: p with text[p-2] and
+// text[p] printable ASCII (not space) and text[p-1] == '\n'. The chunk holding that '\n' is
+// whitespace only, so it is exactly "\n" in both the whole text (where `\s+` takes it before a
+// non-space) and the piece that ends with it (where `\s+(?!\S)` takes it at the end).
+std::vector<size_t> piece_starts(std::string_view text, size_t piece_bytes) {
+  std::vector<size_t> starts = {0};
+  for (size_t p = piece_bytes; p < text.size(); p += piece_bytes) {
+    p = std::max(p, starts.back() + 2);
+    while (p < text.size() &&
+           !(printable_ascii(text[p - 2]) && text[p - 1] == '\n' && printable_ascii(text[p]))) {
+      ++p;
+    }
+    if (p < text.size()) starts.push_back(p);
+  }
+  starts.push_back(text.size());
+  return starts;
+}
+
+uint64_t pair_key(int32_t left, int32_t right) {
+  return (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
+}
+int32_t left_of(uint64_t key) {
+  return int32_t(key >> 32);
+}
+int32_t right_of(uint64_t key) {
+  return int32_t(key & 0xffffffffu);
+}
+
+// The training state: the distinct chunks as token sequences, the pair counts over them, where
+// each pair occurs, and the heap of candidate merges.
+class BpeTrainer {
+ public:
+  BpeTrainer(const std::vector<std::pair<std::string, int64_t>>& chunks);
+  // One merge of the most frequent pair; false when no pair is left.
+  bool merge_next();
+  int64_t token_count() const;
+
+  std::vector<std::string> vocab;  // id -> bytes
+  std::vector<std::pair<int32_t, int32_t>> merges;
+
+ private:
+  struct Candidate {
+    int64_t count;
+    uint64_t pair;
+  };
+  // Heap order: the higher count first, then the smaller (bytes(left), bytes(right)).
+  bool lower_priority(const Candidate& a, const Candidate& b) const {
+    if (a.count != b.count) return a.count < b.count;
+    const std::string &al = vocab[size_t(left_of(a.pair))], &bl = vocab[size_t(left_of(b.pair))];
+    if (al != bl) return al > bl;
+    return vocab[size_t(right_of(a.pair))] > vocab[size_t(right_of(b.pair))];
+  }
+  void add_pairs(int32_t word, int64_t sign, std::vector<std::pair<uint64_t, int64_t>>& delta);
+  int32_t result_id(int32_t left, int32_t right);
+
+  std::vector<std::vector<int32_t>> words_;
+  std::vector<int64_t> word_count_;
+  std::unordered_map<uint64_t, int64_t> pair_count_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> pair_words_;
+  std::unordered_map<std::string, int32_t> id_of_;
+  std::priority_queue<Candidate, std::vector<Candidate>,
+                      std::function<bool(const Candidate&, const Candidate&)>>
+      heap_;
+};
+
+BpeTrainer::BpeTrainer(const std::vector<std::pair<std::string, int64_t>>& chunks)
+    : heap_([this](const Candidate& a, const Candidate& b) { return lower_priority(a, b); }) {
+  const auto& order = gpt2_byte_order();
+  std::array<int32_t, 256> byte_id{};
+  for (int i = 0; i < 256; ++i) {
+    vocab.push_back(std::string(1, char(order[size_t(i)])));
+    byte_id[order[size_t(i)]] = i;
+    id_of_[vocab.back()] = i;
+  }
+  words_.reserve(chunks.size());
+  for (const auto& [bytes, count] : chunks) {
+    std::vector<int32_t> w(bytes.size());
+    for (size_t i = 0; i < bytes.size(); ++i) w[i] = byte_id[static_cast<unsigned char>(bytes[i])];
+    words_.push_back(std::move(w));
+    word_count_.push_back(count);
+  }
+  for (int32_t w = 0; w < int32_t(words_.size()); ++w) {
+    const std::vector<int32_t>& s = words_[size_t(w)];
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      const uint64_t key = pair_key(s[i], s[i + 1]);
+      pair_count_[key] += word_count_[size_t(w)];
+      std::vector<int32_t>& where = pair_words_[key];
+      if (where.empty() || where.back() != w) where.push_back(w);
+    }
+  }
+  for (const auto& [key, count] : pair_count_) heap_.push({count, key});
+}
+
+// Adds (sign +1) or removes (-1) the word's pairs, weighted by its count, to `delta`.
+void BpeTrainer::add_pairs(int32_t word, int64_t sign,
+                           std::vector<std::pair<uint64_t, int64_t>>& delta) {
+  const std::vector<int32_t>& s = words_[size_t(word)];
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    delta.push_back({pair_key(s[i], s[i + 1]), sign * word_count_[size_t(word)]});
+  }
+}
+
+// The id of bytes(left) + bytes(right): an existing token's, or a new one.
+int32_t BpeTrainer::result_id(int32_t left, int32_t right) {
+  const std::string bytes = vocab[size_t(left)] + vocab[size_t(right)];
+  const auto [it, fresh] = id_of_.emplace(bytes, int32_t(vocab.size()));
+  if (fresh) vocab.push_back(bytes);
+  return it->second;
+}
+
+bool BpeTrainer::merge_next() {
+  // The best candidate whose count is current (a changed count was pushed anew).
+  uint64_t best = 0;
+  for (;;) {
+    if (heap_.empty()) return false;
+    const Candidate c = heap_.top();
+    heap_.pop();
+    const auto it = pair_count_.find(c.pair);
+    if (it != pair_count_.end() && it->second == c.count) {
+      best = c.pair;
+      break;
+    }
+  }
+  const int32_t a = left_of(best), b = right_of(best);
+  const int32_t merged = result_id(a, b);
+  merges.push_back({a, b});
+  std::vector<int32_t> where = std::move(pair_words_[best]);
+  pair_words_.erase(best);
+  std::sort(where.begin(), where.end());
+  where.erase(std::unique(where.begin(), where.end()), where.end());
+  std::vector<std::pair<uint64_t, int64_t>> delta;
+  std::vector<int32_t> joined;
+  for (const int32_t w : where) {
+    std::vector<int32_t>& s = words_[size_t(w)];
+    bool holds = false;
+    for (size_t i = 0; i + 1 < s.size() && !holds; ++i) holds = s[i] == a && s[i + 1] == b;
+    if (!holds) continue;  // an earlier merge took the pair out of this word
+    add_pairs(w, -1, delta);
+    joined.clear();
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) {
+        joined.push_back(merged), ++i;
+      } else {
+        joined.push_back(s[i]);
+      }
+    }
+    s.swap(joined);
+    add_pairs(w, +1, delta);
+    for (size_t i = 0; i + 1 < s.size(); ++i) {
+      if (s[i] == merged || s[i + 1] == merged) pair_words_[pair_key(s[i], s[i + 1])].push_back(w);
+    }
+  }
+  // Net change per pair (sorted, so the order of the pushes below is fixed too).
+  std::sort(delta.begin(), delta.end());
+  for (size_t i = 0; i < delta.size();) {
+    const uint64_t key = delta[i].first;
+    int64_t change = 0;
+    for (; i < delta.size() && delta[i].first == key; ++i) change += delta[i].second;
+    if (change == 0) continue;
+    int64_t& count = pair_count_[key];
+    count += change;
+    if (count > 0) {
+      heap_.push({count, key});
+    } else {
+      pair_count_.erase(key);
+    }
+  }
+  return true;
+}
+
+int64_t BpeTrainer::token_count() const {
+  int64_t n = 0;
+  for (size_t w = 0; w < words_.size(); ++w) n += int64_t(words_[w].size()) * word_count_[w];
+  return n;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, int64_t>> count_chunks(std::string_view text,
+                                                          size_t piece_bytes) {
+  const std::vector<size_t> starts = piece_starts(text, std::max<size_t>(piece_bytes, 1));
+  const int pieces = int(starts.size()) - 1;
+  std::vector<std::unordered_map<std::string_view, int64_t>> counted{size_t(pieces)};
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int p = 0; p < pieces; ++p) {
+    const std::string_view piece =
+        text.substr(starts[size_t(p)], starts[size_t(p) + 1] - starts[size_t(p)]);
+    for_each_pretoken(piece, [&](std::string_view chunk) { ++counted[size_t(p)][chunk]; });
+  }
+  std::unordered_map<std::string_view, int64_t> all = std::move(counted[0]);
+  for (int p = 1; p < pieces; ++p) {
+    for (const auto& [chunk, n] : counted[size_t(p)]) all[chunk] += n;
+  }
+  std::vector<std::pair<std::string, int64_t>> out;
+  out.reserve(all.size());
+  for (const auto& [chunk, n] : all) out.emplace_back(std::string(chunk), n);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Tokenizer train_bpe(std::string_view text, int vocab_size, const std::string& source,
+                    BpeTrainStats* stats) {
+  if (vocab_size < kMinTrainVocab || vocab_size > kMaxTrainVocab) {
+    throw usage_error("--vocab-size " + std::to_string(vocab_size) + " is outside [" +
+                      std::to_string(kMinTrainVocab) + ", " + std::to_string(kMaxTrainVocab) +
+                      "]: 256 byte tokens and <|endoftext|> at least; ids must fit 16 bits");
+  }
+  const auto chunks = count_chunks(text);
+  BpeTrainer trainer(chunks);
+  bool ran_out = false;
+  while (int(trainer.vocab.size()) < vocab_size - 1) {
+    if (!trainer.merge_next()) {
+      ran_out = true;
+      break;
+    }
+  }
+  if (stats) {
+    stats->bytes = int64_t(text.size());
+    stats->chunks = 0;
+    for (const auto& c : chunks) stats->chunks += c.second;
+    stats->unique_chunks = int64_t(chunks.size());
+    stats->tokens = trainer.token_count();
+    stats->merges = int64_t(trainer.merges.size());
+    stats->ran_out = ran_out;
+  }
+  std::vector<std::string> vocab = std::move(trainer.vocab);
+  const int32_t eot = int32_t(vocab.size());
+  vocab.push_back(kEndOfText);
+  return Tokenizer::from_bpe("bpe", source, std::move(vocab), trainer.merges, eot);
+}
+
+}  // namespace reftrain
