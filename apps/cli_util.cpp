@@ -45,7 +45,8 @@ uint64_t parse_seed(const std::string& text) {
   errno = 0;
   const unsigned long long v = digits ? std::strtoull(text.c_str(), nullptr, 10) : 0;
   if (!digits || errno == ERANGE) {
-    throw usage_error("--seed " + in_quotes(text) + " is not an integer in [0, 18446744073709551615]");
+    throw usage_error("--seed " + in_quotes(text) +
+                      " is not an integer in [0, 18446744073709551615]");
   }
   return v;
 }

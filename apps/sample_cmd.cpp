@@ -47,8 +47,7 @@ std::shared_ptr<const Tokenizer> model_tokenizer(const SampleArgs& a, const Chec
   std::shared_ptr<const Tokenizer> t = reload_tokenizer(c.meta.data.tokenizer, a.tokenizer);
   if (t && t->vocab_size() > c.meta.model.vocab) {
     throw usage_error("--tokenizer " + a.tokenizer + " has " + std::to_string(t->vocab_size()) +
-                      " tokens, more than the model's vocab " +
-                      std::to_string(c.meta.model.vocab));
+                      " tokens, more than the model's vocab " + std::to_string(c.meta.model.vocab));
   }
   return t;
 }

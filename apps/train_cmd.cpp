@@ -492,8 +492,7 @@ void print_sample(Trainer& trainer) {
   const int32_t prompt = default_prompt(tokenizer.get(), trainer.model().config().vocab);
   std::printf("\nsample:\n%s", tokenizer ? "" : "(token ids; pass --tokenizer to read them)");
   try {
-    trainer.sample({prompt}, {256, 1.0f, 0, trainer.train_config().seed},
-                   token_printer(tokenizer));
+    trainer.sample({prompt}, {256, 1.0f, 0, trainer.train_config().seed}, token_printer(tokenizer));
   } catch (const UserError& e) {
     std::printf("(none: %s)", e.what());
   }
@@ -544,11 +543,10 @@ void initialise(Trainer& trainer, RunPlan& p, const TrainArgs& a) {
 // No output may be an input or the other output, and none may sit in --out under a
 // checkpoint's name, where a save would replace it.
 void refuse_clobbering(const TrainArgs& a, const RunPlan& p) {
-  std::vector<NamedPath> inputs = {
-      {"--data", a.data},
-      {"--data-tokens", a.data_tokens},
-      {"--init-from", a.init_from},
-      {"--tokenizer", a.tokenizer}};
+  std::vector<NamedPath> inputs = {{"--data", a.data},
+                                   {"--data-tokens", a.data_tokens},
+                                   {"--init-from", a.init_from},
+                                   {"--tokenizer", a.tokenizer}};
   if (p.ckpt) {
     inputs.push_back({"the checkpoint resumed,", p.ckpt->path});
     inputs.push_back({"the checkpoint's data", p.data_path});

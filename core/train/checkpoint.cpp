@@ -208,6 +208,32 @@ std::string get_lossless(const JsonFields& f, const std::string& key) {
   return bytes;
 }
 
+// data.tokenizer: {"kind": "bytes"} or {"kind": "none"}, or a BPE tokenizer's kind, source
+// (lossless, as data.source), hash and vocab.
+Json tokenizer_json(const TokenizerRecord& t) {
+  Json j = {{"kind", t.kind}};
+  if (t.kind == "bytes" || t.kind == "none") return j;
+  put_lossless(j, "source", t.source);
+  j["hash"] = data_hash_text(t.hash);
+  j["vocab"] = t.vocab;
+  return j;
+}
+
+TokenizerRecord parse_tokenizer(const Json& j) {
+  const JsonFields f(j, "data.tokenizer");
+  TokenizerRecord t;
+  t.kind = f.text("kind");
+  if (t.kind == "bytes") return t;
+  if (t.kind == "none") return {"none", "", 0, 0};
+  if (t.kind != "gpt2" && t.kind != "bpe") {
+    throw std::runtime_error("data.tokenizer.kind must be bytes, none, gpt2 or bpe");
+  }
+  t.source = get_lossless(f, "source");
+  t.hash = parse_hash(f.text("hash"));
+  t.vocab = int(f.integer("vocab", 1, INT32_MAX));
+  return t;
+}
+
 std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json& run,
                                             const ParamLayout& layout) {
   std::map<std::string, std::string> md;
@@ -251,32 +277,6 @@ int64_t meta_integer(const std::map<std::string, std::string>& md, const char* k
   return std::stoll(s);
 }
 
-// data.tokenizer: {"kind": "bytes"} or {"kind": "none"}, or a BPE tokenizer's kind, source
-// (lossless, as data.source), hash and vocab.
-Json tokenizer_json(const TokenizerRecord& t) {
-  Json j = {{"kind", t.kind}};
-  if (t.kind == "bytes" || t.kind == "none") return j;
-  put_lossless(j, "source", t.source);
-  j["hash"] = data_hash_text(t.hash);
-  j["vocab"] = t.vocab;
-  return j;
-}
-
-TokenizerRecord parse_tokenizer(const Json& j) {
-  const JsonFields f(j, "data.tokenizer");
-  TokenizerRecord t;
-  t.kind = f.text("kind");
-  if (t.kind == "bytes") return t;
-  if (t.kind == "none") return {"none", "", 0, 0};
-  if (t.kind != "gpt2" && t.kind != "bpe") {
-    throw std::runtime_error("data.tokenizer.kind must be bytes, none, gpt2 or bpe");
-  }
-  t.source = get_lossless(f, "source");
-  t.hash = parse_hash(f.text("hash"));
-  t.vocab = int(f.integer("vocab", 1, INT32_MAX));
-  return t;
-}
-
 CheckpointMeta parse_meta(const std::map<std::string, std::string>& md) {
   const auto format = md.find("format");
   if (format == md.end() || format->second != kCheckpointFormat) {
@@ -302,13 +302,16 @@ CheckpointMeta parse_meta(const std::map<std::string, std::string>& md) {
   m.init = meta_value(md, "init");
   const Json data_json = meta_json(md, "data");
   const JsonFields data(data_json, "data");
-  m.data = {data.text("kind"), get_lossless(data, "source"), get_lossless(data, "path"),
-            parse_hash(data.text("hash"))};
+  m.data = {data.text("kind"),
+            get_lossless(data, "source"),
+            get_lossless(data, "path"),
+            parse_hash(data.text("hash")),
+            {}};
   if (m.data.kind != "text" && m.data.kind != "llmc-tokens") {
     throw std::runtime_error("data.kind must be \"text\" or \"llmc-tokens\"");
   }
   // A checkpoint from before tokenizers were recorded: text was bytes, llm.c ids unknown.
-  m.data.tokenizer = data.has("tokenizer") ? parse_tokenizer(data_json.at("tokenizer"))
+  m.data.tokenizer = data.has("tokenizer")   ? parse_tokenizer(data_json.at("tokenizer"))
                      : m.data.kind == "text" ? TokenizerRecord{}
                                              : TokenizerRecord{"none", "", 0, 0};
   if (m.data.tokenizer.vocab > m.model.vocab) {

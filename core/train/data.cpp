@@ -1,14 +1,14 @@
 #include "core/train/data.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
-
-#include <unistd.h>
 
 #include "core/base/error.h"
 #include "core/formats/atomic_file.h"
@@ -130,7 +130,8 @@ std::shared_ptr<const Tokenizer> reload_tokenizer(const TokenizerRecord& r,
   std::string from = spec;
   if (from.empty()) from = fs::exists(r.source, ec) || r.kind != "gpt2" ? r.source : "gpt2";
   if (from != "gpt2" && from != "bytes" && !fs::exists(from, ec)) {
-    throw input_error("tokenizer " + from + " does not exist; if it moved, pass it with --tokenizer");
+    throw input_error("tokenizer " + from +
+                      " does not exist; if it moved, pass it with --tokenizer");
   }
   std::shared_ptr<const Tokenizer> t = tokenizer_from_spec(from);
   const TokenizerRecord now = tokenizer_record(t.get());
@@ -174,8 +175,8 @@ std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& 
                       " tokens; reftrain trains on uint16 ids, so at most 65536");
   }
   const std::string path = token_cache_path(data, tokenizer, fnv1a64_bytes(text));
-  std::vector<uint16_t> ids = path.empty() ? std::vector<uint16_t>{}
-                                           : read_token_cache(path, tokenizer.vocab_size());
+  std::vector<uint16_t> ids =
+      path.empty() ? std::vector<uint16_t>{} : read_token_cache(path, tokenizer.vocab_size());
   if (!ids.empty() || text.empty()) return ids;
   const std::vector<int32_t> encoded = tokenizer.encode(text);
   ids.assign(encoded.begin(), encoded.end());
@@ -193,12 +194,13 @@ std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& 
 Dataset load_text_file(const std::string& path, std::shared_ptr<const Tokenizer> tokenizer) {
   const std::string text = read_text(path);
   if (text.empty()) throw input_error("data file " + path + " is empty");
-  return split("text", path, tokens_of(text, path, *tokenizer), std::move(tokenizer));
+  std::vector<uint16_t> ids = tokens_of(text, path, *tokenizer);
+  return split("text", path, std::move(ids), std::move(tokenizer));
 }
 
 Dataset load_fortunes(const std::string& dir, std::shared_ptr<const Tokenizer> tokenizer) {
-  const std::string text = fortunes_text(dir);
-  return split("text", dir, tokens_of(text, dir, *tokenizer), std::move(tokenizer));
+  std::vector<uint16_t> ids = tokens_of(fortunes_text(dir), dir, *tokenizer);
+  return split("text", dir, std::move(ids), std::move(tokenizer));
 }
 
 std::string fortunes_text(const std::string& dir) {

@@ -144,8 +144,8 @@ Json describe_tokenizer(const Tokenizer* tokenizer) {
   const TokenizerRecord r = tokenizer_record(tokenizer);
   if (r.kind == "bytes") return "bytes";
   if (r.kind == "none") return "llm.c token ids";
-  return {{"kind", r.kind}, {"source", r.source}, {"hash", data_hash_text(r.hash)},
-          {"vocab", r.vocab}};
+  return {
+      {"kind", r.kind}, {"source", r.source}, {"hash", data_hash_text(r.hash)}, {"vocab", r.vocab}};
 }
 
 // The optimizer's values and which tensors decay.

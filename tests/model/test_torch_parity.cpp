@@ -273,7 +273,9 @@ TEST_P(TorchGradAccum, FourMicroBatchesOfTwoEqualOneBatchOfEight) {
   }
   for (int s = 0; s < t.steps; ++s) {
     const StepResult r = trainer.step(s);
-    if (s == 0) EXPECT_NEAR(r.grad_norm, std::sqrt(norm_sq), 1e-5 * std::sqrt(norm_sq));
+    if (s == 0) {
+      EXPECT_NEAR(r.grad_norm, std::sqrt(norm_sq), 1e-5 * std::sqrt(norm_sq));
+    }
     EXPECT_LE(std::abs(r.loss - oracle.losses[size_t(s)]) / std::abs(oracle.losses[size_t(s)]),
               1e-5)
         << "step " << s + 1 << ": " << r.loss << " vs " << oracle.losses[size_t(s)];

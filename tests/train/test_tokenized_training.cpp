@@ -26,14 +26,14 @@ class TokenizedTraining : public LearnableTextTest {
   void SetUp() override {
     LearnableTextTest::SetUp();
     tok_ = dir_.file("tok.json");
-    const CommandResult r = run_reftrain("tokenizer train --data " + text_ +
-                                         " --vocab-size 300 --out " + tok_);
+    const CommandResult r =
+        run_reftrain("tokenizer train --data " + text_ + " --vocab-size 300 --out " + tok_);
     ASSERT_EQ(r.exit_code, 0) << r.output;
   }
-  // `train --preset tiny` on the text with the tokenizer; ARGS appended.
-  CommandResult train(const std::string& args) {
-    return run_reftrain("train --preset tiny --steps 4 --data " + text_ + " --tokenizer " + tok_ +
-                        " " + args);
+  // `train --preset tiny --steps STEPS` on the text with the tokenizer; ARGS appended.
+  CommandResult train(const std::string& args, int steps = 4) {
+    return run_reftrain("train --preset tiny --steps " + std::to_string(steps) + " --data " +
+                        text_ + " --tokenizer " + tok_ + " " + args);
   }
   std::string tok_;
 };
@@ -79,18 +79,18 @@ TEST_F(TokenizedTraining, TrainsSamplesAndResumesWithItsTokenizer) {
 
 TEST_F(TokenizedTraining, ADamagedCacheIsEncodedAgain) {
   const std::string t1 = dir_.file("1.jsonl"), t2 = dir_.file("2.jsonl");
-  ASSERT_EQ(train("--steps 1 --trace " + t1).exit_code, 0);
+  ASSERT_EQ(train("--trace " + t1, 1).exit_code, 0);
   const Tokenizer tok = load_tokenizer(tok_);
   const std::string cache = token_cache_path(text_, tok, fnv1a64_bytes(read_file(text_)));
   write_file(cache, "not a token file");
-  ASSERT_EQ(train("--steps 1 --trace " + t2).exit_code, 0);
+  ASSERT_EQ(train("--trace " + t2, 1).exit_code, 0);
   EXPECT_EQ(read_trace(t1).at(0)["data"]["hash"], read_trace(t2).at(0)["data"]["hash"]);
   EXPECT_EQ(read_llmc_token_file(cache).size(), tok.encode(read_file(text_)).size());
 }
 
 TEST_F(TokenizedTraining, ATokenizerThatIsNotTheCheckpointsIsRefused) {
   const std::string out = dir_.file("run");
-  ASSERT_EQ(train("--steps 1 --out " + out).exit_code, 0);
+  ASSERT_EQ(train("--out " + out, 1).exit_code, 0);
   const std::string other = dir_.file("other.json");
   write_file(dir_.file("other.txt"), "completely different text, with other merges 12345\n");
   ASSERT_EQ(run_reftrain("tokenizer train --data " + dir_.file("other.txt") +
@@ -112,9 +112,9 @@ TEST_F(TokenizedTraining, ATokenizerLargerThanTheModelsVocabIsRefused) {
   // llm.c ids for the tiny model (V = 256), with a 300-token tokenizer said to give them meaning.
   const std::string tokens = dir_.file("ids.bin");
   write_llmc_token_file(tokens, std::vector<uint16_t>(4000, 7));
-  expect_user_error("train --preset tiny --steps 1 --data-tokens " + tokens + " --tokenizer " +
-                        tok_,
-                    2, "more than the model's vocab 256");
+  expect_user_error(
+      "train --preset tiny --steps 1 --data-tokens " + tokens + " --tokenizer " + tok_, 2,
+      "more than the model's vocab 256");
 }
 
 }  // namespace
