@@ -101,6 +101,9 @@ int main(int argc, char** argv) {
   CLI::App* compare =
       app.add_subcommand("compare", "compare a result with a golden trace, tensor file or run");
   runners[compare] = add_compare_command(*compare);
+  CLI::App* exporter =
+      app.add_subcommand("export", "write a checkpoint's model as a Hugging Face model directory");
+  runners[exporter] = add_export_command(*exporter);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -113,7 +116,9 @@ int main(int argc, char** argv) {
     std::string what = unknown_command(app, argc, argv);
     if (what.empty()) what = e.what();
     if (what.empty()) {
-      what = "a subcommand is required: train, sample, plot, presets, explain, golden or compare";
+      what =
+          "a subcommand is required: train, sample, plot, presets, explain, golden, compare or "
+          "export";
     }
     std::fprintf(stderr, "error: %s (see reftrain --help)\n", one_line(what).c_str());
     return kExitUsageError;
