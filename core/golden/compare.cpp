@@ -18,8 +18,8 @@ bool is_float(DType d) {
   return d == DType::kF64 || d == DType::kF32 || d == DType::kF16;
 }
 
-// Element i of a tensor as a double (exact for every dtype reftrain reads: f16, bf16, f32, f64 and
-// integers below 2^53). int8: a U8 tensor's bytes read as two's complement.
+// Element i of a tensor as a double (exact for every dtype reftrain reads: f16, bf16, f32, f64,
+// bool and integers below 2^53). int8: a U8 tensor's bytes read as two's complement.
 double value_at(const SafeTensor& t, size_t i, bool int8 = false) {
   const uint8_t* p = t.bytes.data() + i * dtype_size(t.dtype);
   switch (t.dtype) {
@@ -63,6 +63,8 @@ double value_at(const SafeTensor& t, size_t i, bool int8 = false) {
     }
     case DType::kU8:
       return int8 ? double(int8_t(*p)) : double(*p);
+    case DType::kBool:
+      return double(*p);
   }
   return 0;
 }
