@@ -321,10 +321,7 @@ class HfBadInput : public HfMirror {
 TEST_F(HfBadInput, TheUnchangedCopiesLoad) {
   for (const char* base : {"gpt2_bf16_unprefixed", "llama_f16"}) {
     const std::string copy = changed_copy(model_dir(base), work_.file(base), nullptr, nullptr);
-    const char* preset = std::string(base).rfind("llama", 0) == 0 ? "llama-tiny" : "tiny";
-    const testing::SplitResult r =
-        testing::run_split("train --preset " + std::string(preset) + " --steps 1 --seq 11 --data " +
-                           text_ + " --init-from " + copy);
+    const testing::SplitResult r = testing::run_split(train_from(preset_of(base), copy));
     EXPECT_EQ(r.exit_code, 0) << r.err;
   }
 }
