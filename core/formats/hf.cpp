@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <type_traits>
 #include <vector>
 
 #include "core/base/error.h"
@@ -270,7 +271,7 @@ nlohmann::json read_config_json(const std::string& path, const std::string& weig
   if (!fs::exists(path, ec)) {
     throw input_error("Hugging Face weights " + printable(weights, 200) + " need their " +
                       kHfConfigFile + " beside them (the model's shape); " + printable(path, 200) +
-                      " does not exist");
+                      " does not exist (a reftrain checkpoint is continued with --resume)");
   }
   InputFile in(path, "Hugging Face config");
   if (in.size() > (1 << 20)) throw input_error(in.name() + " is over 1 MiB; not a model config");
@@ -387,7 +388,9 @@ void load_hf_weights(const std::string& path, const ModelConfig& cfg, const Para
                           !file.tensors.count("transformer.wte.weight") &&
                           file.tensors.count("wte.weight");
   std::set<std::string> known;
-  std::vector<float> wte;  // GPT-2's, to check a stored lm_head against
+  // GPT-2's wte, kept only to check a stored lm_head against.
+  const bool tied_head = cfg.arch == Arch::kGpt2 && file.tensors.count("lm_head.weight");
+  std::vector<float> wte;
   for (const HfTensor& t : hf_tensors(cfg)) {
     const std::string name = stored_name(t.name, unprefixed);
     known.insert(name);
@@ -406,7 +409,7 @@ void load_hf_weights(const std::string& path, const ModelConfig& cfg, const Para
     const std::vector<float> data =
         to_f32(file.get(name, hf_shape(p, t.layout, cfg.vocab)), file.path, name);
     place(data, t.layout, p, w + p.offset);
-    if (t.name == "transformer.wte.weight") wte = data;
+    if (tied_head && t.name == "transformer.wte.weight") wte = data;
   }
   for (const auto& [name, tensor] : file.tensors) {
     if (!known.count(name)) {
