@@ -17,5 +17,6 @@ CommandRunner add_explain_command(CLI::App& app);
 CommandRunner add_golden_command(CLI::App& app);
 CommandRunner add_compare_command(CLI::App& app);
 CommandRunner add_tokenizer_command(CLI::App& app);
+CommandRunner add_export_command(CLI::App& app);
 
 }  // namespace reftrain

@@ -104,6 +104,9 @@ int main(int argc, char** argv) {
   CLI::App* tokenizer =
       app.add_subcommand("tokenizer", "train a BPE tokenizer, or encode and decode text with one");
   runners[tokenizer] = add_tokenizer_command(*tokenizer);
+  CLI::App* exporter =
+      app.add_subcommand("export", "write a checkpoint's model as a Hugging Face model directory");
+  runners[exporter] = add_export_command(*exporter);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -117,8 +120,8 @@ int main(int argc, char** argv) {
     if (what.empty()) what = e.what();
     if (what.empty()) {
       what =
-          "a subcommand is required: train, sample, plot, presets, explain, golden, compare or "
-          "tokenizer";
+          "a subcommand is required: train, sample, plot, presets, explain, golden, compare, "
+          "tokenizer or export";
     }
     std::fprintf(stderr, "error: %s (see reftrain --help)\n", one_line(what).c_str());
     return kExitUsageError;

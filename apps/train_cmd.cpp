@@ -21,6 +21,7 @@
 #include "core/base/error.h"
 #include "core/base/memory.h"
 #include "core/formats/atomic_file.h"
+#include "core/formats/hf.h"
 #include "core/formats/llmc.h"
 #include "core/formats/trace.h"
 #include "core/train/checkpoint.h"
@@ -225,15 +226,17 @@ RunPlan fresh_plan(const TrainArgs& a) {
   p.preset = preset.name;
   p.model = preset.model;
   p.train = merged_config(a, preset.train);
+  const bool hf = !a.init_from.empty() && is_hf_model_path(a.init_from);
   if (!a.init_from.empty()) {
-    p.model = read_llmc_config(a.init_from);
-    // llm.c files hold GPT-2 weights; a preset of another family would train a GPT-2 under its
-    // name with its recipe (llama's z-loss).
+    p.model = hf ? read_hf_config(a.init_from) : read_llmc_config(a.init_from);
+    // The file sets the shape, the preset the recipe: a preset of another family would train
+    // this model under its name with its recipe (llama's z-loss).
     if (preset.model.arch != p.model.arch) {
       throw usage_error("--init-from " + a.init_from + " holds a " + enum_name(p.model.arch) +
                         " model but --preset " + preset.name + " is " +
                         enum_name(preset.model.arch) + "; use a " + enum_name(p.model.arch) +
-                        " preset (e.g. gpt2-124m)");
+                        " preset (e.g. " +
+                        (p.model.arch == Arch::kGpt2 ? "gpt2-124m" : "llama-tiny") + ")");
     }
   }
   validate(p.model, p.train);
@@ -246,7 +249,8 @@ RunPlan fresh_plan(const TrainArgs& a) {
   fit_vocab(p.model, p.data, !a.init_from.empty());
   p.data_path = absolute_path(p.data.source);
   p.init = a.init_from.empty() ? "normal(0.02) from seed " + std::to_string(p.train.seed)
-                               : "llm.c checkpoint " + a.init_from;
+           : hf ? "hugging face " + std::string(enum_name(p.model.arch)) + " " + a.init_from
+                : "llm.c checkpoint " + a.init_from;
   p.out = a.out, p.save_every = a.save_every, p.keep = a.keep;
   return p;
 }
@@ -527,7 +531,8 @@ void write_plot(const TrainArgs& a, const RunPlan& p, const Trace& lines) {
   std::printf("plot: %s\n", a.plot.c_str());
 }
 
-// Weights and optimizer state: from the checkpoint, an llm.c file, or the seed.
+// Weights and optimizer state: from the checkpoint, a Hugging Face model, an llm.c file, or
+// the seed.
 void initialise(Trainer& trainer, RunPlan& p, const TrainArgs& a) {
   if (p.ckpt) {
     restore_model(*p.ckpt, trainer.model());
@@ -535,8 +540,13 @@ void initialise(Trainer& trainer, RunPlan& p, const TrainArgs& a) {
     trainer.set_updates(p.ckpt->meta.updates);
     p.ckpt->file.tensors.clear();  // now in the trainer's buffers
   } else if (!a.init_from.empty()) {
-    load_llmc_weights(a.init_from, p.model, trainer.model().layout(), trainer.model().weights());
-    trainer.model().refresh_mirror();
+    Model& m = trainer.model();
+    if (is_hf_model_path(a.init_from)) {
+      load_hf_weights(a.init_from, p.model, m.layout(), m.weights());
+    } else {
+      load_llmc_weights(a.init_from, p.model, m.layout(), m.weights());
+    }
+    m.refresh_mirror();
   }
 }
 
@@ -658,7 +668,10 @@ CommandRunner add_train_command(CLI::App& app) {
       app.add_option("--data-tokens", a->data_tokens, "llm.c token file (uint16, magic 20240520)")
           ->excludes(a->given["--data"]);
   a->given["--init-from"] =
-      app.add_option("--init-from", a->init_from, "llm.c GPT-2 checkpoint (fp32, magic 20240326)");
+      app.add_option("--init-from", a->init_from,
+                     "start from these weights: a Hugging Face GPT-2 or Llama model (a directory "
+                     "with config.json and model.safetensors, or the .safetensors file), or an "
+                     "llm.c GPT-2 checkpoint (fp32, magic 20240326); they set the model's shape");
   a->given["--tokenizer"] = app.add_option(
       "--tokenizer", a->tokenizer,
       "bytes (default), gpt2, a tokenizer.json from `reftrain tokenizer train`, or a directory "

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "core/formats/atomic_file.h"
 #include "core/base/checked.h"
 #include "core/base/error.h"
+#include "core/formats/atomic_file.h"
 #include "core/formats/input_file.h"
 
 namespace reftrain {
@@ -21,10 +21,10 @@ struct DTypeInfo {
   const char* name;
   size_t size;
 };
-constexpr DTypeInfo kDTypes[] = {{DType::kF64, "F64", 8}, {DType::kF32, "F32", 4},
-                                 {DType::kF16, "F16", 2}, {DType::kI64, "I64", 8},
-                                 {DType::kI32, "I32", 4}, {DType::kU16, "U16", 2},
-                                 {DType::kU8, "U8", 1}};
+constexpr DTypeInfo kDTypes[] = {
+    {DType::kF64, "F64", 8}, {DType::kF32, "F32", 4},   {DType::kF16, "F16", 2},
+    {DType::kI64, "I64", 8}, {DType::kI32, "I32", 4},   {DType::kU16, "U16", 2},
+    {DType::kU8, "U8", 1},   {DType::kBF16, "BF16", 2}, {DType::kBool, "BOOL", 1}};
 
 template <typename T>
 constexpr DType dtype_of();
@@ -117,7 +117,7 @@ DType parse_dtype(const nlohmann::json& v) {
     }
   }
   throw BadEntry("unknown dtype " + printable(v.is_string() ? v.get<std::string>() : v.dump()) +
-                 " (reftrain reads F64 F32 F16 I64 I32 U16 U8)");
+                 " (reftrain reads F64 F32 F16 BF16 I64 I32 U16 U8 BOOL)");
 }
 
 // The tensor's size in bytes, from its dtype and shape; the shape goes into `t`.

@@ -11,7 +11,9 @@
 
 namespace reftrain {
 
-enum class DType { kF64, kF32, kF16, kI64, kI32, kU16, kU8 };
+// BF16 (bfloat16: the top 16 bits of an f32) and BOOL (one byte, 0 or 1) are read, for Hugging
+// Face files (bf16 weights, GPT-2's causal-mask buffers); reftrain writes neither.
+enum class DType { kF64, kF32, kF16, kI64, kI32, kU16, kU8, kBF16, kBool };
 
 const char* dtype_name(DType d);  // "F32", ...
 size_t dtype_size(DType d);

@@ -18,8 +18,8 @@ bool is_float(DType d) {
   return d == DType::kF64 || d == DType::kF32 || d == DType::kF16;
 }
 
-// Element i of a tensor as a double (exact for every dtype reftrain writes: f16, f32, f64 and
-// integers below 2^53). int8: a U8 tensor's bytes read as two's complement.
+// Element i of a tensor as a double (exact for every dtype reftrain reads: f16, bf16, f32, f64,
+// bool and integers below 2^53). int8: a U8 tensor's bytes read as two's complement.
 double value_at(const SafeTensor& t, size_t i, bool int8 = false) {
   const uint8_t* p = t.bytes.data() + i * dtype_size(t.dtype);
   switch (t.dtype) {
@@ -38,6 +38,14 @@ double value_at(const SafeTensor& t, size_t i, bool int8 = false) {
       std::memcpy(&h, p, 2);
       return f16_bits_to_f32(h);
     }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p, 2);
+      const uint32_t bits = uint32_t(h) << 16;
+      float x;
+      std::memcpy(&x, &bits, 4);
+      return x;
+    }
     case DType::kI64: {
       int64_t x;
       std::memcpy(&x, p, 8);
@@ -55,6 +63,8 @@ double value_at(const SafeTensor& t, size_t i, bool int8 = false) {
     }
     case DType::kU8:
       return int8 ? double(int8_t(*p)) : double(*p);
+    case DType::kBool:
+      return double(*p);
   }
   return 0;
 }

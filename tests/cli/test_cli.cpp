@@ -212,7 +212,9 @@ TEST_F(CliTest, EmptyFileNameIsUsageError) {
 
 TEST_F(CliTest, DirectoryAsLlmcFileIsInputError) {
   expect_user_error("train --preset tiny --data-tokens " + dir_.file(""), 1, "is a directory");
-  expect_user_error("train --preset tiny --init-from " + dir_.file(""), 1, "is a directory");
+  // --init-from DIR names a Hugging Face model directory, which this one is not.
+  expect_user_error("train --preset tiny --init-from " + dir_.file(""), 1,
+                    "has no model.safetensors");
 }
 
 // --- help and presets -------------------------------------------------------------------------
