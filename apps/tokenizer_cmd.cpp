@@ -69,12 +69,13 @@ int run_train(const TokenizerArgs& a) {
   write_text_file(a.out, to_tokenizer_json(t));
   std::fprintf(stderr,
                "wrote %s: vocab %d (%lld merges%s), %.2f s, %.3f bytes/token on %lld bytes of "
-               "training data (%lld chunks, %lld distinct), %d threads\n",
+               "training data (%lld chunks, %lld distinct), %d thread%s\n",
                a.out.c_str(), t.vocab_size(), static_cast<long long>(stats.merges),
                stats.ran_out ? "; the data has no more pairs" : "", seconds,
                double(stats.bytes) / double(std::max<int64_t>(stats.tokens, 1)),
                static_cast<long long>(stats.bytes), static_cast<long long>(stats.chunks),
-               static_cast<long long>(stats.unique_chunks), omp_get_max_threads());
+               static_cast<long long>(stats.unique_chunks), omp_get_max_threads(),
+               omp_get_max_threads() == 1 ? "" : "s");
   return 0;
 }
 

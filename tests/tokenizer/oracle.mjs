@@ -5,8 +5,8 @@
 //                                   {"gpt3": [[ids]...], "tiktoken": [[ids]...]}
 //   node oracle.mjs hf JSON DIR     the same texts with @huggingface/tokenizers reading the
 //                                   tokenizer.json JSON; prints {"hf": [[ids]...]}
-//   node oracle.mjs bench FILE      gpt-3-encoder's and js-tiktoken's encode time of FILE;
-//                                   prints {"bytes": n, "gpt3_s": s, "tiktoken_s": s, "tokens": n}
+//   node oracle.mjs bench FILE      gpt-3-encoder's and js-tiktoken's encode time of FILE
+//                                   (bench/RESULTS.md); prints seconds and token counts as JSON
 // The literal text "<|endoftext|>" is text to all three here, as to reftrain: js-tiktoken is
 // called with no special token allowed or disallowed.
 import fs from "node:fs";
@@ -55,17 +55,28 @@ if (mode === "gpt2") {
     hf: all.map((t) => Array.from(tok.encode(t, { add_special_tokens: false }).ids)),
   }));
 } else if (mode === "bench") {
+  // gpt-3-encoder concatenates its result array chunk by chunk (quadratic in one call's
+  // tokens), so it encodes the text in pieces of about 4 KB ending at a newline.
   const text = fs.readFileSync(args[0]).toString("utf8");
+  const pieces = [];
+  for (let pos = 0; pos < text.length;) {
+    let end = text.indexOf("\n", Math.min(pos + 4096, text.length));
+    end = end < 0 ? text.length : end + 1;
+    pieces.push(text.slice(pos, end));
+    pos = end;
+  }
   const gpt3 = require("gpt-3-encoder");
   const tiktoken = tiktokenGpt2();
   let t0 = process.hrtime.bigint();
-  const ids = gpt3.encode(text);
+  let gpt3_tokens = 0;
+  for (const p of pieces) gpt3_tokens += gpt3.encode(p).length;
   const gpt3_s = Number(process.hrtime.bigint() - t0) / 1e9;
   t0 = process.hrtime.bigint();
-  tiktoken(text);
+  const tiktoken_tokens = tiktoken(text).length;
   const tiktoken_s = Number(process.hrtime.bigint() - t0) / 1e9;
   process.stdout.write(JSON.stringify({
-    bytes: Buffer.byteLength(text), gpt3_s, tiktoken_s, tokens: ids.length,
+    bytes: Buffer.byteLength(text), pieces: pieces.length, gpt3_s, gpt3_tokens, tiktoken_s,
+    tiktoken_tokens,
   }) + "\n");
 } else {
   console.error("usage: node oracle.mjs gpt2 DIR | hf TOKENIZER_JSON DIR | bench FILE");
