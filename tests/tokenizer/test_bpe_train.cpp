@@ -49,6 +49,8 @@ TEST(TokenizerTrain, WorkedExample) {
   EXPECT_EQ(t.encode("aaabdaaabac"),
             (std::vector<int32_t>{258, byte_id('d'), 258, byte_id('a'), byte_id('c')}));
   EXPECT_EQ(stats.tokens, 5);
+  // Encoding replays the ranks: a b a a a b -> a b aa a b -> ab aa ab -> ab aaab.
+  EXPECT_EQ(t.encode("abaaab"), (std::vector<int32_t>{257, 258}));
   EXPECT_FALSE(stats.ran_out);
 }
 
