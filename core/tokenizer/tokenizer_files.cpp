@@ -158,6 +158,14 @@ void check_tokenizer_json_settings(const json& j, const std::string& name) {
       pre.value("add_prefix_space", true) != false || pre.value("use_regex", true) != true) {
     refuse("its pre_tokenizer is not ByteLevel with add_prefix_space false");
   }
+  // A post-processor other than ByteLevel (which only trims offsets) adds tokens to every
+  // encoding; a decoder other than ByteLevel changes the text decode gives.
+  for (const char* key : {"post_processor", "decoder"}) {
+    const json part = j.value(key, json());
+    if (!part.is_null() && (!part.is_object() || part.value("type", "") != "ByteLevel")) {
+      refuse(std::string("its ") + key + " is not ByteLevel");
+    }
+  }
 }
 
 Tokenizer load_tokenizer_json(const fs::path& path) {

@@ -102,6 +102,11 @@ TEST(TokenizerCli, FilesThatDisagreeAreOneLineInputErrors) {
   expect_user_error(enc + dir.file("bad.json"), 1, "is not valid JSON");
   write_file(dir.file("wordpiece.json"), R"({"model": {"type": "WordPiece", "vocab": {}}})");
   expect_user_error(enc + dir.file("wordpiece.json"), 1, "model.type is not \"BPE\"");
+  write_file(dir.file("template.json"),
+             R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "normalizer": null,
+                "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
+                "post_processor": {"type": "TemplateProcessing"}})");
+  expect_user_error(enc + dir.file("template.json"), 1, "its post_processor is not ByteLevel");
   expect_user_error(enc + dir.file("missing.json"), 1, "is neither 'bytes', 'gpt2'");
   expect_user_error(enc + "bytes " + dir.file("missing.txt"), 1, "does not exist");
 }
@@ -118,6 +123,10 @@ TEST(TokenizerCli, BadIdsFlagsAndMissingGpt2FilesAreOneLineErrors) {
   expect_user_error("tokenizer decode --tokenizer bytes " + dir.file("ids"), 1,
                     "is not a token id");
   write_file(dir.file("data.txt"), "some text");
+  write_file(dir.file("empty.txt"), "");
+  expect_user_error(
+      "tokenizer train --data " + dir.file("empty.txt") + " --out " + dir.file("t.json"), 1,
+      "is empty: there is nothing to train on");
   for (const char* n : {"256", "65537", "4k"}) {
     expect_user_error("tokenizer train --data " + dir.file("data.txt") + " --vocab-size " + n +
                           " --out " + dir.file("t.json"),
