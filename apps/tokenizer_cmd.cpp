@@ -38,9 +38,9 @@ std::string fortunes_text() {
   return text;
 }
 
-// FILE's bytes, or standard input's when FILE is empty or "-".
-std::string read_input(const std::string& path) {
-  if (!path.empty() && path != "-") return InputFile(path, "input file").read_all();
+// FILE's bytes, or standard input's when FILE is empty or "-"; `what` names FILE in messages.
+std::string read_input(const std::string& path, const std::string& what) {
+  if (!path.empty() && path != "-") return InputFile(path, what).read_all();
   std::string text;
   std::vector<char> buf(1 << 16);
   for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), stdin)) > 0;)
@@ -59,8 +59,11 @@ int run_train(const TokenizerArgs& a) {
   if (a.out.empty()) throw usage_error("--out needs a file name");
   refuse_clobbering({{"--out", a.out}}, {{"--data", a.data}});
   check_writable("--out", a.out);
-  const std::string text = a.data.empty() ? fortunes_text() : read_input(a.data);
-  if (text.empty()) throw input_error("data file " + a.data + " is empty");
+  const std::string text = a.data.empty() ? fortunes_text() : read_input(a.data, "data file");
+  if (text.empty()) {
+    throw input_error((a.data == "-" ? "standard input" : "data file " + a.data) +
+                      " is empty: there is nothing to train on");
+  }
   const auto start = std::chrono::steady_clock::now();
   BpeTrainStats stats;
   const Tokenizer t = train_bpe(text, a.vocab_size, "", &stats);
@@ -69,18 +72,19 @@ int run_train(const TokenizerArgs& a) {
   write_text_file(a.out, to_tokenizer_json(t));
   std::fprintf(stderr,
                "wrote %s: vocab %d (%lld merges%s), %.2f s, %.3f bytes/token on %lld bytes of "
-               "training data (%lld chunks, %lld distinct), %d threads\n",
+               "training data (%lld chunks, %lld distinct), %d thread%s\n",
                a.out.c_str(), t.vocab_size(), static_cast<long long>(stats.merges),
                stats.ran_out ? "; the data has no more pairs" : "", seconds,
                double(stats.bytes) / double(std::max<int64_t>(stats.tokens, 1)),
                static_cast<long long>(stats.bytes), static_cast<long long>(stats.chunks),
-               static_cast<long long>(stats.unique_chunks), omp_get_max_threads());
+               static_cast<long long>(stats.unique_chunks), omp_get_max_threads(),
+               omp_get_max_threads() == 1 ? "" : "s");
   return 0;
 }
 
 int run_encode(const TokenizerArgs& a) {
   const Tokenizer t = load_tokenizer(a.tokenizer);
-  const std::vector<int32_t> ids = t.encode(read_input(a.input));
+  const std::vector<int32_t> ids = t.encode(read_input(a.input, "input file"));
   std::string out;
   out.reserve(ids.size() * 6 + 1);
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -120,7 +124,7 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& name)
 int run_decode(const TokenizerArgs& a) {
   const Tokenizer t = load_tokenizer(a.tokenizer);
   const std::string name = a.input.empty() || a.input == "-" ? "standard input" : a.input;
-  write_stdout(t.decode(parse_ids(read_input(a.input), name)));
+  write_stdout(t.decode(parse_ids(read_input(a.input, "ids file"), name)));
   return 0;
 }
 
@@ -130,7 +134,9 @@ CommandRunner add_tokenizer_command(CLI::App& app) {
   auto a = std::make_shared<TokenizerArgs>();
   app.require_subcommand(1);
   a->train = app.add_subcommand("train", "train a byte-level BPE tokenizer on a text");
-  a->train->add_option("--data", a->data, "text file to train on (default: the fortunes corpus)");
+  a->train->add_option(
+      "--data", a->data,
+      "text file to train on, - for standard input (default: the fortunes corpus)");
   a->train->add_option("--vocab-size", a->vocab_size, "tokens, <|endoftext|> included")
       ->capture_default_str()
       ->transform(decimal_int(kMinTrainVocab, kMaxTrainVocab));

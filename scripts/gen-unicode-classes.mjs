@@ -52,9 +52,11 @@ struct ClassRun {
   CharClass cls;
 };
 
+// clang-format off
 constexpr ClassRun kClassRuns[] = {
 ${lines.join("\n")}
 };
+// clang-format on
 
 }  // namespace reftrain::unicode
 `);

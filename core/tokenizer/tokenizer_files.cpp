@@ -158,6 +158,14 @@ void check_tokenizer_json_settings(const json& j, const std::string& name) {
       pre.value("add_prefix_space", true) != false || pre.value("use_regex", true) != true) {
     refuse("its pre_tokenizer is not ByteLevel with add_prefix_space false");
   }
+  // A post-processor other than ByteLevel (which only trims offsets) adds tokens to every
+  // encoding; a decoder other than ByteLevel changes the text decode gives.
+  for (const char* key : {"post_processor", "decoder"}) {
+    const json part = j.value(key, json());
+    if (!part.is_null() && (!part.is_object() || part.value("type", "") != "ByteLevel")) {
+      refuse(std::string("its ") + key + " is not ByteLevel");
+    }
+  }
 }
 
 Tokenizer load_tokenizer_json(const fs::path& path) {
@@ -256,10 +264,15 @@ Tokenizer load_tokenizer(const std::string& spec) {
 
 std::string to_tokenizer_json(const Tokenizer& t) {
   using ordered = nlohmann::ordered_json;
-  ordered vocab = ordered::object();
+  // The vocab, ids in order, is written by hand: ordered_json finds each new key by a linear
+  // search, quadratic for 50257 tokens.
+  std::string vocab = "{";
   for (int32_t id = 0; id < t.vocab_size(); ++id) {
-    vocab[id == t.eot_id() ? std::string(kEndOfText) : to_byte_level(t.token_bytes(id))] = id;
+    const std::string key =
+        id == t.eot_id() ? std::string(kEndOfText) : to_byte_level(t.token_bytes(id));
+    vocab += (id ? ",\n      " : "\n      ") + ordered(key).dump() + ": " + std::to_string(id);
   }
+  vocab += t.vocab_size() ? "\n    }" : "}";
   ordered merges = ordered::array();
   for (const Tokenizer::Merge& m : t.merges()) {
     merges.push_back(to_byte_level(t.token_bytes(m.left)) + " " +
@@ -296,9 +309,11 @@ std::string to_tokenizer_json(const Tokenizer& t) {
                  {"fuse_unk", false},
                  {"byte_fallback", false},
                  {"ignore_merges", false},
-                 {"vocab", vocab},
+                 {"vocab", nullptr},  // replaced by `vocab` below
                  {"merges", merges}}}};
-  return j.dump(2) + "\n";
+  std::string text = j.dump(2) + "\n";
+  const std::string slot = "\"vocab\": null";
+  return text.replace(text.find(slot), slot.size(), "\"vocab\": " + vocab);
 }
 
 }  // namespace reftrain

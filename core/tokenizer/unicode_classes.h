@@ -19,6 +19,7 @@ struct ClassRun {
   CharClass cls;
 };
 
+// clang-format off
 constexpr ClassRun kClassRuns[] = {
     {0x000000, kOther}, {0x000009, kSpace}, {0x00000e, kOther}, {0x000020, kSpace},
     {0x000021, kOther}, {0x000030, kNumber}, {0x00003a, kOther}, {0x000041, kLetter},
@@ -428,5 +429,6 @@ constexpr ClassRun kClassRuns[] = {
     {0x02ee5e, kOther}, {0x02f800, kLetter}, {0x02fa1e, kOther}, {0x030000, kLetter},
     {0x03134b, kOther}, {0x031350, kLetter}, {0x03347a, kOther},
 };
+// clang-format on
 
 }  // namespace reftrain::unicode
