@@ -72,17 +72,18 @@ int run_export(const ExportArgs& a) {
 
   create_output_dir(a.out);
   write_hf_weights(a.out, model, layout, w.data());
-  Json config = hf_config_json(model);
+  Json hf_config = hf_config_json(model);
   std::string files = std::string(kHfConfigFile) + ", " + kHfWeightsFile;
   if (bpe) {
     for (const std::string& f : write_tokenizer_files(a.out, *tokenizer)) files += ", " + f;
     if (tokenizer->eot_id() >= 0) {
-      config["bos_token_id"] = tokenizer->eot_id(), config["eos_token_id"] = tokenizer->eot_id();
+      hf_config["bos_token_id"] = tokenizer->eot_id();
+      hf_config["eos_token_id"] = tokenizer->eot_id();
     }
   }
   // config.json goes last: a directory without it is no model, so an export cut short by an
   // error cannot be mistaken for a complete one.
-  write_hf_config(a.out, config);
+  write_hf_config(a.out, hf_config);
   std::printf("exported %s (%s, step %lld) to %s: %s%s\n", c.path.c_str(), enum_name(model.arch),
               static_cast<long long>(c.meta.step), a.out.c_str(), files.c_str(),
               bpe ? "" : " (no tokenizer files: the model reads bytes or llm.c ids)");

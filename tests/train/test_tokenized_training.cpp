@@ -77,6 +77,27 @@ TEST_F(TokenizedTraining, TrainsSamplesAndResumesWithItsTokenizer) {
   EXPECT_GT(s.out.size(), std::string("the cat\n").size()) << s.out;
 }
 
+// `export --format hf` writes the checkpoint's tokenizer beside the weights, as tokenizer.json
+// and as vocab.json + merges.txt; both read back as the same tokenizer (the same hash), and a
+// run started from the export with it keeps the vocabulary.
+TEST_F(TokenizedTraining, ExportWritesTheTokenizerBesideTheModel) {
+  const std::string out = dir_.file("run"), hf = dir_.file("hf");
+  ASSERT_EQ(train("--out " + out, 1).exit_code, 0);
+  const CommandResult e = run_reftrain("export --ckpt " + out + " --format hf --out " + hf);
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  const Tokenizer tok = load_tokenizer(tok_);
+  EXPECT_EQ(load_tokenizer(hf).hash(), tok.hash());  // vocab.json + merges.txt
+  EXPECT_EQ(load_tokenizer(hf + "/tokenizer.json").hash(), tok.hash());
+  const json config = json::parse(read_file(hf + "/config.json"));
+  EXPECT_EQ(config["eos_token_id"], tok.eot_id());
+  const std::string trace = dir_.file("t.jsonl");
+  const CommandResult r =
+      run_reftrain("train --preset tiny --steps 1 --data " + text_ + " --init-from " + hf +
+                   " --tokenizer " + hf + " --trace " + trace);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(read_trace(trace).at(0)["data"]["tokenizer"]["hash"], tok.hash_text());
+}
+
 TEST_F(TokenizedTraining, ADamagedCacheIsEncodedAgain) {
   const std::string t1 = dir_.file("1.jsonl"), t2 = dir_.file("2.jsonl");
   ASSERT_EQ(train("--trace " + t1, 1).exit_code, 0);
