@@ -316,6 +316,88 @@ Range part(int units, int parts, int k, int unit, int n) {
   return {std::min(n, b * unit), std::min(n, e * unit)};
 }
 
+// ---------------------------------------------------------------------------------------------
+// One row against a transposed B: c[j] = (accumulate ? c[j] : 0) + Σ_p a[p]·B(p, j) (+ bias[j]),
+// B(p, j) = b[j·ldb + p] (the linear forward of one token, each decoding step of text
+// generation). The loop nest would pack all of B to use each element once, which costs as much
+// as the product; here each thread reads its rows of the weight directly: 8 rows × 8 p through
+// registers (pack_b_transposed's 8×8 transpose), then 8 FMA steps into one vector whose lane jj
+// is output j + jj, 4 such vectors at once to hide the FMA latency. Each output is still one
+// FMA chain over p in ascending order, the bias added after it: the blocked product's bits.
+#if defined(__AVX__) && defined(__F16C__) && defined(__FMA__)
+constexpr int kGemvRows = 32;  // outputs per unit of work: 4 vectors of 8
+
+// Outputs j0..j0+8·G-1.
+template <int G, typename BT>
+void gemv_block(const Gemm<float, BT>& g, int j0) {
+  __m256 acc[G];
+  for (int q = 0; q < G; ++q) {
+    acc[q] = g.accumulate ? _mm256_loadu_ps(g.c + j0 + 8 * q) : _mm256_setzero_ps();
+  }
+  int p = 0;
+  for (; p + 8 <= g.K; p += 8) {
+    for (int q = 0; q < G; ++q) {
+      __m256 r[8];
+      for (int k = 0; k < 8; ++k) r[k] = load8(g.b + size_t(j0 + 8 * q + k) * g.ldb + p);
+      transpose8(r);  // r[k]: B(p + k, j0 + 8q ..)
+      for (int k = 0; k < 8; ++k)
+        acc[q] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[p + k]), r[k], acc[q]);
+    }
+  }
+  for (; p < g.K; ++p) {
+    for (int q = 0; q < G; ++q) {
+      alignas(32) float col[8];
+      for (int k = 0; k < 8; ++k)
+        col[k] = static_cast<float>(g.b[size_t(j0 + 8 * q + k) * g.ldb + p]);
+      acc[q] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[p]), _mm256_load_ps(col), acc[q]);
+    }
+  }
+  for (int q = 0; q < G; ++q) {
+    const __m256 r = g.bias ? _mm256_add_ps(acc[q], _mm256_loadu_ps(g.bias + j0 + 8 * q)) : acc[q];
+    _mm256_storeu_ps(g.c + j0 + 8 * q, r);
+  }
+}
+
+// Outputs j0..j1-1 (fewer than kGemvRows): whole vectors of 8, then one output at a time.
+template <typename BT>
+void gemv_tail(const Gemm<float, BT>& g, int j0, int j1) {
+  for (; j0 + 8 <= j1; j0 += 8) gemv_block<1>(g, j0);
+  for (; j0 < j1; ++j0) {
+    float acc = g.accumulate ? g.c[j0] : 0.0f;
+    const BT* row = g.b + size_t(j0) * g.ldb;
+    for (int p = 0; p < g.K; ++p) acc = std::fma(g.a[p], static_cast<float>(row[p]), acc);
+    g.c[j0] = g.bias ? acc + g.bias[j0] : acc;
+  }
+}
+
+// Runs the product when it is one row against a transposed B in float; false otherwise.
+template <typename T, typename BT>
+bool gemv_transposed(const Gemm<T, BT>& g, int threads) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (g.M != 1 || g.ta != Trans::kNo || g.tb != Trans::kYes) return false;
+    const int units = (g.N + kGemvRows - 1) / kGemvRows;
+    threads = std::max(1, std::min({threads, omp_get_max_threads(), units}));
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int u = 0; u < units; ++u) {
+      const int j0 = u * kGemvRows;
+      if (j0 + kGemvRows <= g.N) {
+        gemv_block<kGemvRows / 8>(g, j0);
+      } else {
+        gemv_tail(g, j0, g.N);
+      }
+    }
+    return true;
+  }
+}
+#else
+template <typename T, typename BT>
+bool gemv_transposed(const Gemm<T, BT>&, int) {
+  return false;  // the loop nest below serves every shape
+}
+#endif
+
 }  // namespace
 
 size_t packed_bytes_per_thread() {
@@ -328,6 +410,7 @@ void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* wor
   using Bk = Blocking<T>;
   if (g.M == 0 || g.N == 0) return;
   if (g.K == 0) return epilogue_only(g);
+  if (gemv_transposed(g, threads)) return;
   const int um = (g.M + Bk::kMR - 1) / Bk::kMR, un = (g.N + Bk::kNR - 1) / Bk::kNR;
   threads = std::max(1, std::min({threads, omp_get_max_threads(), um * un}));
 #pragma omp parallel num_threads(threads)
