@@ -5,37 +5,6 @@
 
 namespace reftrain {
 
-namespace {
-
-// Query row t of one head (q at `q`, key u's k and v at k0 + u·ld and v0 + u·ld): p[0..t] the
-// probabilities, o[0..hs) the output. The forward's and the decode's one arithmetic.
-template <typename T>
-void attend_row(T* o, T* p, const T* q, const T* k0, const T* v0, size_t ld, int t, int hs,
-                T scale) {
-  T maxv = -INFINITY;
-  for (int u = 0; u <= t; ++u) {
-    const T* k = k0 + u * ld;
-    T s = 0;
-    for (int i = 0; i < hs; ++i) s += q[i] * k[i];
-    p[u] = s * scale;
-    if (p[u] > maxv) maxv = p[u];
-  }
-  T sum = 0;
-  for (int u = 0; u <= t; ++u) {
-    p[u] = std::exp(p[u] - maxv);
-    sum += p[u];
-  }
-  const T inv = T(1) / sum;
-  for (int u = 0; u <= t; ++u) p[u] *= inv;
-  for (int i = 0; i < hs; ++i) o[i] = 0;
-  for (int u = 0; u <= t; ++u) {
-    const T* v = v0 + u * ld;
-    for (int i = 0; i < hs; ++i) o[i] += p[u] * v[i];
-  }
-}
-
-}  // namespace
-
 template <typename T>
 void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH) {
   const int hs = C / NH;
@@ -45,16 +14,37 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int N
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
       for (int t = 0; t < Tn; ++t) {
-        const T* seq = qkv + size_t(b) * Tn * C3 + size_t(h) * hs;  // row 0's q of head h
+        const T* q = qkv + (size_t(b) * Tn + t) * C3 + size_t(h) * hs;
         T* p = att + ((size_t(b) * NH + h) * Tn + t) * Tn;
-        attend_row(out + (size_t(b) * Tn + t) * C + size_t(h) * hs, p, seq + t * C3, seq + C,
-                   seq + 2 * size_t(C), C3, t, hs, scale);
+        T maxv = -INFINITY;
+        for (int u = 0; u <= t; ++u) {
+          const T* k = qkv + (size_t(b) * Tn + u) * C3 + C + size_t(h) * hs;
+          T s = 0;
+          for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+          p[u] = s * scale;
+          if (p[u] > maxv) maxv = p[u];
+        }
+        T sum = 0;
+        for (int u = 0; u <= t; ++u) {
+          p[u] = std::exp(p[u] - maxv);
+          sum += p[u];
+        }
+        const T inv = T(1) / sum;
+        for (int u = 0; u <= t; ++u) p[u] *= inv;
         for (int u = t + 1; u < Tn; ++u) p[u] = 0;
+        T* o = out + (size_t(b) * Tn + t) * C + size_t(h) * hs;
+        for (int i = 0; i < hs; ++i) o[i] = 0;
+        for (int u = 0; u <= t; ++u) {
+          const T* v = qkv + (size_t(b) * Tn + u) * C3 + 2 * size_t(C) + size_t(h) * hs;
+          for (int i = 0; i < hs; ++i) o[i] += p[u] * v[i];
+        }
       }
     }
   }
 }
 
+// attention_forward's loop body for (b = 0, h, t) alone: the same operations in the same order,
+// with only this row's probabilities kept.
 template <typename T>
 void attention_decode(T* out, T* att, const T* qkv, int t, int C, int NH) {
   const int hs = C / NH;
@@ -62,9 +52,29 @@ void attention_decode(T* out, T* att, const T* qkv, int t, int C, int NH) {
   const size_t C3 = size_t(3) * C;
 #pragma omp parallel for schedule(static)
   for (int h = 0; h < NH; ++h) {
-    const T* seq = qkv + size_t(h) * hs;
-    attend_row(out + size_t(h) * hs, att + size_t(h) * (t + 1), seq + t * C3, seq + C,
-               seq + 2 * size_t(C), C3, t, hs, scale);
+    const T* q = qkv + size_t(t) * C3 + size_t(h) * hs;
+    T* p = att + size_t(h) * (t + 1);
+    T maxv = -INFINITY;
+    for (int u = 0; u <= t; ++u) {
+      const T* k = qkv + size_t(u) * C3 + C + size_t(h) * hs;
+      T s = 0;
+      for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+      p[u] = s * scale;
+      if (p[u] > maxv) maxv = p[u];
+    }
+    T sum = 0;
+    for (int u = 0; u <= t; ++u) {
+      p[u] = std::exp(p[u] - maxv);
+      sum += p[u];
+    }
+    const T inv = T(1) / sum;
+    for (int u = 0; u <= t; ++u) p[u] *= inv;
+    T* o = out + size_t(h) * hs;
+    for (int i = 0; i < hs; ++i) o[i] = 0;
+    for (int u = 0; u <= t; ++u) {
+      const T* v = qkv + size_t(u) * C3 + 2 * size_t(C) + size_t(h) * hs;
+      for (int i = 0; i < hs; ++i) o[i] += p[u] * v[i];
+    }
   }
 }
 
