@@ -14,7 +14,8 @@
 // (the workgroup tile without a register block). Each output's FMA chain runs over k in ascending
 // order from the initial accumulator, and the bias is added after the last K block: the same
 // arithmetic as the naive loop, bit for bit. Edge tiles (fewer than MR rows or NR columns) run
-// the same kernel on a zero-padded copy of the tile.
+// the same kernel on a zero-padded copy of the tile. One row against a transposed B (the linear
+// forward of a single token, in generation) skips the packing: gemv_transposed, same chains.
 #include <omp.h>
 
 #include <algorithm>
@@ -322,36 +323,53 @@ Range part(int units, int parts, int k, int unit, int n) {
 // generation). The loop nest would pack all of B to use each element once, which costs as much
 // as the product; here each thread reads its rows of the weight directly: 8 rows × 8 p through
 // registers (pack_b_transposed's 8×8 transpose), then 8 FMA steps into one vector whose lane jj
-// is output j + jj, 4 such vectors at once to hide the FMA latency. Each output is still one
+// is output j + jj, 4 such vectors at once to hide the FMA latency (the FMAs still run in
+// ascending p: the 16 p of a step go through the two transposes in order). Each output is still one
 // FMA chain over p in ascending order, the bias added after it: the blocked product's bits.
 #if defined(__AVX__) && defined(__F16C__) && defined(__FMA__)
 constexpr int kGemvRows = 32;  // outputs per unit of work: 4 vectors of 8
 
-// Outputs j0..j0+8·G-1.
+// Outputs j0..j0+8·G-1. Per step, 16 p of each row (a whole cache line of f32 weights) as two
+// 8×8 transposes, with the next step's lines prefetched: 8·G row streams at once.
 template <int G, typename BT>
 void gemv_block(const Gemm<float, BT>& g, int j0) {
   __m256 acc[G];
+#pragma GCC unroll 4
   for (int q = 0; q < G; ++q) {
     acc[q] = g.accumulate ? _mm256_loadu_ps(g.c + j0 + 8 * q) : _mm256_setzero_ps();
   }
+  const BT* rows = g.b + size_t(j0) * g.ldb;
   int p = 0;
-  for (; p + 8 <= g.K; p += 8) {
+  for (; p + 16 <= g.K; p += 16) {
+    __m256 a[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) a[k] = _mm256_set1_ps(g.a[p + k]);
+#pragma GCC unroll 4
     for (int q = 0; q < G; ++q) {
-      __m256 r[8];
-      for (int k = 0; k < 8; ++k) r[k] = load8(g.b + size_t(j0 + 8 * q + k) * g.ldb + p);
-      transpose8(r);  // r[k]: B(p + k, j0 + 8q ..)
-      for (int k = 0; k < 8; ++k)
-        acc[q] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[p + k]), r[k], acc[q]);
+#pragma GCC unroll 2
+      for (int half = 0; half < 16; half += 8) {
+        __m256 r[8];
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const BT* row = rows + size_t(8 * q + k) * g.ldb + p;
+          if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(row + 64), _MM_HINT_T0);
+          r[k] = load8(row + half);
+        }
+        transpose8(r);  // r[k]: B(p + half + k, j0 + 8q ..)
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) acc[q] = _mm256_fmadd_ps(a[half + k], r[k], acc[q]);
+      }
     }
   }
   for (; p < g.K; ++p) {
+#pragma GCC unroll 4
     for (int q = 0; q < G; ++q) {
       alignas(32) float col[8];
-      for (int k = 0; k < 8; ++k)
-        col[k] = static_cast<float>(g.b[size_t(j0 + 8 * q + k) * g.ldb + p]);
+      for (int k = 0; k < 8; ++k) col[k] = static_cast<float>(rows[size_t(8 * q + k) * g.ldb + p]);
       acc[q] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[p]), _mm256_load_ps(col), acc[q]);
     }
   }
+#pragma GCC unroll 4
   for (int q = 0; q < G; ++q) {
     const __m256 r = g.bias ? _mm256_add_ps(acc[q], _mm256_loadu_ps(g.bias + j0 + 8 * q)) : acc[q];
     _mm256_storeu_ps(g.c + j0 + 8 * q, r);
