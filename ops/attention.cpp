@@ -43,6 +43,41 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int N
   }
 }
 
+// attention_forward's loop body for (b = 0, h, t) alone: the same operations in the same order,
+// with only this row's probabilities kept.
+template <typename T>
+void attention_decode(T* out, T* att, const T* qkv, int t, int C, int NH) {
+  const int hs = C / NH;
+  const T scale = T(1) / std::sqrt(T(hs));
+  const size_t C3 = size_t(3) * C;
+#pragma omp parallel for schedule(static)
+  for (int h = 0; h < NH; ++h) {
+    const T* q = qkv + size_t(t) * C3 + size_t(h) * hs;
+    T* p = att + size_t(h) * (t + 1);
+    T maxv = -INFINITY;
+    for (int u = 0; u <= t; ++u) {
+      const T* k = qkv + size_t(u) * C3 + C + size_t(h) * hs;
+      T s = 0;
+      for (int i = 0; i < hs; ++i) s += q[i] * k[i];
+      p[u] = s * scale;
+      if (p[u] > maxv) maxv = p[u];
+    }
+    T sum = 0;
+    for (int u = 0; u <= t; ++u) {
+      p[u] = std::exp(p[u] - maxv);
+      sum += p[u];
+    }
+    const T inv = T(1) / sum;
+    for (int u = 0; u <= t; ++u) p[u] *= inv;
+    T* o = out + size_t(h) * hs;
+    for (int i = 0; i < hs; ++i) o[i] = 0;
+    for (int u = 0; u <= t; ++u) {
+      const T* v = qkv + size_t(u) * C3 + 2 * size_t(C) + size_t(h) * hs;
+      for (int i = 0; i < hs; ++i) o[i] += p[u] * v[i];
+    }
+  }
+}
+
 template <typename T>
 void attention_backward(T* dqkv, T* dp_scratch, const T* dout, const T* qkv, const T* att, int B,
                         int Tn, int C, int NH) {
@@ -87,6 +122,7 @@ void attention_backward(T* dqkv, T* dp_scratch, const T* dout, const T* qkv, con
 
 #define REFTRAIN_INSTANTIATE(T)                                             \
   template void attention_forward<T>(T*, T*, const T*, int, int, int, int); \
+  template void attention_decode<T>(T*, T*, const T*, int, int, int);       \
   template void attention_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)

@@ -31,6 +31,14 @@
 // ascending key (or query) order, and every reduction runs over 16 logical lanes combined in a
 // fixed tree, so the result is the same bits for any thread count, for either backward split,
 // and on AVX2 and AVX-512.
+//
+// attention_decode / attention_decode_fast: one query row against the keys and values already
+// computed (text generation with a KV cache, B = 1). qkv holds rows 0..t of one sequence in the
+// layout above; the kernels read row t's q and rows 0..t's k and v, and write row t of the
+// output: exactly row t of attention_forward (decode) or of attention_forward_fast
+// (decode_fast), bit for bit, since each repeats that row's own arithmetic: the reference its
+// loops, the fast version its key tiles of 32, online-softmax steps and FMA chains. Cost O(t·C)
+// instead of the O(t²·C) of a forward over the t+1 rows.
 #pragma once
 
 #include <cstddef>
@@ -45,7 +53,6 @@ void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int N
 template <typename T>
 void attention_backward(T* dqkv, T* dp_scratch, const T* dout, const T* qkv, const T* att, int B,
                         int Tn, int C, int NH);
-
 
 // How the backward shares its work among threads. kPerHead: one thread owns a (b, h) head and
 // computes its dq, dk and dv in one pass. kTwoPass: a pass over (head, query tile) computes dq,
@@ -63,12 +70,22 @@ void attention_forward_fast(T* out, T* lse, const T* qkv, int B, int Tn, int C, 
 // Accumulates (+=) into dqkv. `out` and `lse` are the forward's.
 template <typename T>
 void attention_backward_fast(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                              int B, int Tn, int C, int NH,
-                              AttentionSplit split = AttentionSplit::kAuto);
+                             int B, int Tn, int C, int NH,
+                             AttentionSplit split = AttentionSplit::kAuto);
+
+// Row t of attention_forward over qkv rows 0..t [t+1, 3C]: out [C]; att [NH, t+1] receives the
+// row's probabilities (scratch). Parallel over heads.
+template <typename T>
+void attention_decode(T* out, T* att, const T* qkv, int t, int C, int NH);
+
+// Same as attention_decode except that it computes row t of attention_forward_fast (the same key
+// tiles and chains, so the same bits): lse [NH] receives the row's logsumexp per head.
+template <typename T>
+void attention_decode_fast(T* out, T* lse, const T* qkv, int t, int C, int NH);
 
 // Bytes of the per-thread workspace the forward (backward = false) or backward uses at (Tn, hs)
 // for elements of `elem_bytes` (4: float): the only memory the fused kernels add besides lse.
 size_t attention_fast_workspace_bytes(int Tn, int hs, bool backward,
-                                       size_t elem_bytes = sizeof(float));
+                                      size_t elem_bytes = sizeof(float));
 
 }  // namespace reftrain

@@ -401,6 +401,55 @@ void attention_forward_fast(T* out, T* lse, const T* qkv, int B, int Tn, int C, 
 
 namespace {
 
+// Query row t alone, against the packed kt and v of keys 0..t: the steps forward_query_tile
+// takes for that row of its tile. Its key tiles, the scores' chains over hs, the online-softmax
+// steps with the diagonal tile masked after key t, and the output's chain over keys are the
+// same; the diagonal's causal product (gemm_causal_lower: keys 0..r0, then r0+1..r) is one chain
+// over keys 0..r here, which continues from the stored accumulator with the same FMAs.
+template <typename T>
+void decode_query_row(T* out, T* lse, const T* q, const Workspace<T>& w, const Dims& d, int t,
+                      T scale) {
+  const int hsp = d.hsp, qb = t / kTile;
+  std::fill(w.acc, w.acc + hsp, T(0));
+  std::fill(w.l, w.l + kLanes, T(0));
+  T m = -std::numeric_limits<T>::infinity();
+  for (int kb = 0; kb <= qb; ++kb) {
+    const int u0 = kb * kTile, keys = kb == qb ? t - u0 + 1 : kTile;
+    gemm<T, false>(w.s, kTile, q, 0, 1, w.kt + u0, d.Tp, 1, kTile, d.hs);
+    online_softmax_step(w.s, m, w.l, w.acc, hsp, keys, scale);
+    gemm<T, true>(w.acc, hsp, w.s, kTile, 1, w.v + size_t(u0) * hsp, hsp, 1, hsp, keys);
+  }
+  alignas(64) T lanes[kLanes];
+  std::copy(w.l, w.l + kLanes, lanes);
+  const T sum = sum_lanes(lanes);
+  for (int i = 0; i < d.hs; ++i) out[i] = w.acc[i] / sum;
+  *lse = T(double(m) + std::log(double(sum)));
+}
+
+}  // namespace
+
+// Parallel over heads; each thread packs its head's keys and values 0..t as the forward does.
+template <typename T>
+void attention_decode_fast(T* out, T* lse, const T* qkv, int t, int C, int NH) {
+  const Dims d = make_dims(t + 1, C / NH);
+  const T scale = T(1) / std::sqrt(T(d.hs));
+#pragma omp parallel
+  {
+    const Workspace<T> w = thread_workspace<T>(d, false);
+#pragma omp for schedule(static)
+    for (int h = 0; h < NH; ++h) {
+      const HeadAt at = head_at(0, h, t + 1, C, d.hs);
+      pack_rows(w.k, qkv + at.qkv + C, at.ld3, d);
+      pack_rows(w.v, qkv + at.qkv + 2 * size_t(C), at.ld3, d);
+      pack_transposed(w.kt, w.k, d);
+      decode_query_row(out + size_t(h) * d.hs, lse + h, qkv + at.qkv + size_t(t) * at.ld3, w, d, t,
+                       scale);
+    }
+  }
+}
+
+namespace {
+
 // ---------------------------------------------------------------------------------------------
 // Backward.
 
@@ -592,6 +641,7 @@ size_t attention_fast_workspace_bytes(int Tn, int hs, bool backward, size_t elem
 
 #define REFTRAIN_INSTANTIATE(T)                                                                  \
   template void attention_forward_fast<T>(T*, T*, const T*, int, int, int, int);                 \
+  template void attention_decode_fast<T>(T*, T*, const T*, int, int, int);                       \
   template void attention_backward_fast<T>(T*, const T*, const T*, const T*, const T*, int, int, \
                                            int, int, AttentionSplit);
 REFTRAIN_INSTANTIATE(float)

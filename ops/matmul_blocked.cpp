@@ -14,7 +14,8 @@
 // (the workgroup tile without a register block). Each output's FMA chain runs over k in ascending
 // order from the initial accumulator, and the bias is added after the last K block: the same
 // arithmetic as the naive loop, bit for bit. Edge tiles (fewer than MR rows or NR columns) run
-// the same kernel on a zero-padded copy of the tile.
+// the same kernel on a zero-padded copy of the tile. One row against a transposed B (the linear
+// forward of a single token, in generation) skips the packing: gemv_transposed, same chains.
 #include <omp.h>
 
 #include <algorithm>
@@ -316,6 +317,105 @@ Range part(int units, int parts, int k, int unit, int n) {
   return {std::min(n, b * unit), std::min(n, e * unit)};
 }
 
+// ---------------------------------------------------------------------------------------------
+// One row against a transposed B: c[j] = (accumulate ? c[j] : 0) + Σ_p a[p]·B(p, j) (+ bias[j]),
+// B(p, j) = b[j·ldb + p] (the linear forward of one token, each decoding step of text
+// generation). The loop nest would pack all of B to use each element once, which costs as much
+// as the product; here each thread reads its rows of the weight directly: 8 rows × 8 p through
+// registers (pack_b_transposed's 8×8 transpose), then 8 FMA steps into one vector whose lane jj
+// is output j + jj, 4 such vectors at once to hide the FMA latency (the FMAs still run in
+// ascending p: the 16 p of a step go through the two transposes in order). Each output is still one
+// FMA chain over p in ascending order, the bias added after it: the blocked product's bits.
+#if defined(__AVX__) && defined(__F16C__) && defined(__FMA__)
+constexpr int kGemvRows = 32;  // outputs per unit of work: 4 vectors of 8
+
+// Outputs j0..j0+8·G-1. Per step, 16 p of each row (a whole cache line of f32 weights) as two
+// 8×8 transposes, with the next step's lines prefetched: 8·G row streams at once.
+template <int G, typename BT>
+void gemv_block(const Gemm<float, BT>& g, int j0) {
+  __m256 acc[G];
+#pragma GCC unroll 4
+  for (int q = 0; q < G; ++q) {
+    acc[q] = g.accumulate ? _mm256_loadu_ps(g.c + j0 + 8 * q) : _mm256_setzero_ps();
+  }
+  const BT* rows = g.b + size_t(j0) * g.ldb;
+  int p = 0;
+  for (; p + 16 <= g.K; p += 16) {
+    __m256 a[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) a[k] = _mm256_set1_ps(g.a[p + k]);
+#pragma GCC unroll 4
+    for (int q = 0; q < G; ++q) {
+#pragma GCC unroll 2
+      for (int half = 0; half < 16; half += 8) {
+        __m256 r[8];
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) {
+          const BT* row = rows + size_t(8 * q + k) * g.ldb + p;
+          if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(row + 64), _MM_HINT_T0);
+          r[k] = load8(row + half);
+        }
+        transpose8(r);  // r[k]: B(p + half + k, j0 + 8q ..)
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; ++k) acc[q] = _mm256_fmadd_ps(a[half + k], r[k], acc[q]);
+      }
+    }
+  }
+  for (; p < g.K; ++p) {
+#pragma GCC unroll 4
+    for (int q = 0; q < G; ++q) {
+      alignas(32) float col[8];
+      for (int k = 0; k < 8; ++k) col[k] = static_cast<float>(rows[size_t(8 * q + k) * g.ldb + p]);
+      acc[q] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[p]), _mm256_load_ps(col), acc[q]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int q = 0; q < G; ++q) {
+    const __m256 r = g.bias ? _mm256_add_ps(acc[q], _mm256_loadu_ps(g.bias + j0 + 8 * q)) : acc[q];
+    _mm256_storeu_ps(g.c + j0 + 8 * q, r);
+  }
+}
+
+// Outputs j0..j1-1 (fewer than kGemvRows): whole vectors of 8, then one output at a time.
+template <typename BT>
+void gemv_tail(const Gemm<float, BT>& g, int j0, int j1) {
+  for (; j0 + 8 <= j1; j0 += 8) gemv_block<1>(g, j0);
+  for (; j0 < j1; ++j0) {
+    float acc = g.accumulate ? g.c[j0] : 0.0f;
+    const BT* row = g.b + size_t(j0) * g.ldb;
+    for (int p = 0; p < g.K; ++p) acc = std::fma(g.a[p], static_cast<float>(row[p]), acc);
+    g.c[j0] = g.bias ? acc + g.bias[j0] : acc;
+  }
+}
+
+// Runs the product when it is one row against a transposed B in float; false otherwise.
+template <typename T, typename BT>
+bool gemv_transposed(const Gemm<T, BT>& g, int threads) {
+  if constexpr (!std::is_same_v<T, float>) {
+    return false;
+  } else {
+    if (g.M != 1 || g.ta != Trans::kNo || g.tb != Trans::kYes) return false;
+    const int units = (g.N + kGemvRows - 1) / kGemvRows;
+    threads = std::max(1, std::min({threads, omp_get_max_threads(), units}));
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (int u = 0; u < units; ++u) {
+      const int j0 = u * kGemvRows;
+      if (j0 + kGemvRows <= g.N) {
+        gemv_block<kGemvRows / 8>(g, j0);
+      } else {
+        gemv_tail(g, j0, g.N);
+      }
+    }
+    return true;
+  }
+}
+#else
+template <typename T, typename BT>
+bool gemv_transposed(const Gemm<T, BT>&, int) {
+  return false;  // the loop nest below serves every shape
+}
+#endif
+
 }  // namespace
 
 size_t packed_bytes_per_thread() {
@@ -328,6 +428,7 @@ void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* wor
   using Bk = Blocking<T>;
   if (g.M == 0 || g.N == 0) return;
   if (g.K == 0) return epilogue_only(g);
+  if (gemv_transposed(g, threads)) return;
   const int um = (g.M + Bk::kMR - 1) / Bk::kMR, un = (g.N + Bk::kNR - 1) / Bk::kNR;
   threads = std::max(1, std::min({threads, omp_get_max_threads(), um * un}));
 #pragma omp parallel num_threads(threads)

@@ -32,14 +32,14 @@ void rope_angle(T* cos_a, T* sin_a, int t, int i, int hs, double theta) {
 // Parallel over positions: the angle depends on (t, i) only, so each is computed once and applied
 // to every batch row and head at that position.
 template <typename T>
-void rope_forward(T* out, const T* x, int B, int Tn, int NH, int hs, double theta) {
+void rope_forward(T* out, const T* x, int B, int Tn, int NH, int hs, double theta, int t0) {
   const int half = hs / 2;
   const int C = NH * hs;
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < Tn; ++t) {
     for (int i = 0; i < half; ++i) {
       T c, s;
-      rope_angle(&c, &s, t, i, hs, theta);
+      rope_angle(&c, &s, t0 + t, i, hs, theta);
       for (int b = 0; b < B; ++b) {
         for (int h = 0; h < NH; ++h) {
           const size_t k = (size_t(b) * Tn + t) * C + size_t(h) * hs + i;
@@ -53,14 +53,14 @@ void rope_forward(T* out, const T* x, int B, int Tn, int NH, int hs, double thet
 }
 
 template <typename T>
-void rope_backward(T* dx, const T* dout, int B, int Tn, int NH, int hs, double theta) {
+void rope_backward(T* dx, const T* dout, int B, int Tn, int NH, int hs, double theta, int t0) {
   const int half = hs / 2;
   const int C = NH * hs;
 #pragma omp parallel for schedule(static)
   for (int t = 0; t < Tn; ++t) {
     for (int i = 0; i < half; ++i) {
       T c, s;
-      rope_angle(&c, &s, t, i, hs, theta);
+      rope_angle(&c, &s, t0 + t, i, hs, theta);
       for (int b = 0; b < B; ++b) {
         for (int h = 0; h < NH; ++h) {
           const size_t k = (size_t(b) * Tn + t) * C + size_t(h) * hs + i;
@@ -109,7 +109,7 @@ void rope_rows_fast(float* out, const float* x, const float* cos_sin, int B, int
 }
 
 template <bool kBackward>
-void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta) {
+void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta, int t0) {
   const int half = hs / 2;
 #pragma omp parallel
   {
@@ -118,7 +118,7 @@ void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double
     std::vector<float> cos_sin(static_cast<size_t>(hs));
 #pragma omp for schedule(static)
     for (int t = 0; t < Tn; ++t) {
-      for (int i = 0; i < half; ++i) rope_cos_sin(&cos_sin[i], &cos_sin[half + i], t, freq[i]);
+      for (int i = 0; i < half; ++i) rope_cos_sin(&cos_sin[i], &cos_sin[half + i], t0 + t, freq[i]);
       rope_rows_fast<kBackward>(out, x, cos_sin.data(), B, Tn, t, NH, hs);
     }
   }
@@ -126,17 +126,19 @@ void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double
 
 }  // namespace
 
-void rope_forward_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta) {
-  rope_fast<false>(out, x, B, Tn, NH, hs, theta);
+void rope_forward_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta,
+                       int t0) {
+  rope_fast<false>(out, x, B, Tn, NH, hs, theta, t0);
 }
 
-void rope_backward_fast(float* dx, const float* dout, int B, int Tn, int NH, int hs, double theta) {
-  rope_fast<true>(dx, dout, B, Tn, NH, hs, theta);
+void rope_backward_fast(float* dx, const float* dout, int B, int Tn, int NH, int hs, double theta,
+                        int t0) {
+  rope_fast<true>(dx, dout, B, Tn, NH, hs, theta, t0);
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                            \
-  template void rope_forward<T>(T*, const T*, int, int, int, int, double); \
-  template void rope_backward<T>(T*, const T*, int, int, int, int, double);
+#define REFTRAIN_INSTANTIATE(T)                                                 \
+  template void rope_forward<T>(T*, const T*, int, int, int, int, double, int); \
+  template void rope_backward<T>(T*, const T*, int, int, int, int, double, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
 

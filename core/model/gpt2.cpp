@@ -200,6 +200,34 @@ const float* Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
   return a.res3;
 }
 
+// Position pos alone: x = wte[token] + wpe[pos] (embed_forward of one token, handed the
+// position table from row pos on).
+const float* Gpt2::embedding_decode(int32_t token, int pos) {
+  float* x = act_.encoded + size_t(pos) * cfg_.channels;
+  pick(embed_forward<float>, embed_forward_fast)(
+      x, &token, wt_.wte, wt_.wpe + size_t(pos) * cfg_.channels, 1, 1, cfg_.channels);
+  return x;
+}
+
+// layer_forward's steps on row pos only; the attention reads the cached k, v of rows 0..pos-1.
+const float* Gpt2::layer_decode(int l, const float* x, int pos) {
+  const Gpt2Tensors::Layer& w = wt_.layers[l];
+  const LayerActs& a = act_.layers[l];
+  const int C = cfg_.channels;
+  const size_t r = size_t(pos) * C;  // row pos of a [T, C] activation
+  layernorm_fwd(a.ln1 + r, a.ln1_mean + pos, a.ln1_rstd + pos, x, w.ln1w, w.ln1b, 1);
+  linear_fwd(a.qkv + 3 * r, a.ln1 + r, w.qkvw, w.qkvb, 1, C, 3 * C);
+  attention_decode_fwd(a.atty + r, a.att, a.qkv, pos);
+  linear_fwd(a.attproj + r, a.atty + r, w.attprojw, w.attprojb, 1, C, C);
+  residual_fwd(a.res2 + r, x, a.attproj + r, C);
+  layernorm_fwd(a.ln2 + r, a.ln2_mean + pos, a.ln2_rstd + pos, a.res2 + r, w.ln2w, w.ln2b, 1);
+  linear_fwd(a.fch + 4 * r, a.ln2 + r, w.fcw, w.fcb, 1, C, 4 * C);
+  gelu_fwd(a.fch_gelu + 4 * r, a.fch + 4 * r, 4 * size_t(C));
+  linear_fwd(a.fcproj + r, a.fch_gelu + 4 * r, w.fcprojw, w.fcprojb, 1, 4 * C, C);
+  residual_fwd(a.res3 + r, a.res2 + r, a.fcproj + r, C);
+  return a.res3 + r;
+}
+
 // Each residual add's backward routes the gradient unchanged to the skip path and the branch.
 void Gpt2::layer_backward(int l, float* dres, int B, int T) {
   const Gpt2Tensors::Layer& w = wt_.layers[l];

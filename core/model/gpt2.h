@@ -61,6 +61,8 @@ class Gpt2 : public Model {
   const float* embedding_forward(const int32_t* inputs, int B, int T) override;
   void embedding_backward(const float* dres, const int32_t* inputs, int B, int T) override;
   const float* layer_forward(int l, const float* res_in, int B, int T) override;
+  const float* embedding_decode(int32_t token, int pos) override;
+  const float* layer_decode(int l, const float* res_in, int pos) override;
   void layer_backward(int l, float* dres, int B, int T) override;
   float head_forward(const float* res, const int32_t* targets, int N) override;
   float* head_backward(int N) override;

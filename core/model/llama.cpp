@@ -166,11 +166,11 @@ void Llama::swiglu_bwd(float* dgate, float* dup, const float* dout, const float*
       [&] { pick(swiglu_backward<float>, swiglu_backward_fast)(dgate, dup, dout, gate, up, n); });
 }
 
-void Llama::rope_fwd(float* out, const float* x, int B, int T) const {
+void Llama::rope_fwd(float* out, const float* x, int B, int T, int t0) const {
   const int NH = cfg_.heads, hs = cfg_.channels / NH;
   const size_t n = size_t(B) * T * cfg_.channels;
   traced("rope_forward", {D::out("out", out, n), D::in("x", x, n)}, [&] {
-    pick(rope_forward<float>, rope_forward_fast)(out, x, B, T, NH, hs, cfg_.rope_theta);
+    pick(rope_forward<float>, rope_forward_fast)(out, x, B, T, NH, hs, cfg_.rope_theta, t0);
   });
 }
 
@@ -178,7 +178,7 @@ void Llama::rope_bwd(float* dx, const float* dout, int B, int T) const {
   const int NH = cfg_.heads, hs = cfg_.channels / NH;
   const size_t n = size_t(B) * T * cfg_.channels;
   traced("rope_backward", {D::io("dx", dx, n), D::in("dout", dout, n)}, [&] {
-    pick(rope_backward<float>, rope_backward_fast)(dx, dout, B, T, NH, hs, cfg_.rope_theta);
+    pick(rope_backward<float>, rope_backward_fast)(dx, dout, B, T, NH, hs, cfg_.rope_theta, 0);
   });
 }
 
@@ -247,6 +247,39 @@ const float* Llama::layer_forward(int l, const float* res_in, int B, int T) {
   linear_fwd(a.down, a.swi, w.wdown, nullptr, N, F, C);
   residual_fwd(a.res3, a.res2, a.down, NC);
   return a.res3;
+}
+
+const float* Llama::embedding_decode(int32_t token, int pos) {
+  float* x = act_.encoded + size_t(pos) * cfg_.channels;
+  pick(token_embed_forward<float>, token_embed_forward_fast)(x, &token, wt_.emb, 1, cfg_.channels);
+  return x;
+}
+
+// layer_forward's steps on row pos only, q and k rotated at position pos; the attention reads
+// the cached (rotated) k and v of rows 0..pos-1. q, k, v pass through row 0 of the shared
+// scratch, then into row pos of qkv.
+const float* Llama::layer_decode(int l, const float* x, int pos) {
+  const LlamaTensors::Layer& w = wt_.layers[l];
+  const LayerActs& a = act_.layers[l];
+  const int C = cfg_.channels, F = cfg_.ffn;
+  const size_t r = size_t(pos) * C, rf = size_t(pos) * F;  // row pos of [T, C] and [T, F]
+  rmsnorm_fwd(a.rms1 + r, a.rms1_rstd + pos, x, w.rms1w, 1);
+  linear_fwd(act_.q, a.rms1 + r, w.wq, nullptr, 1, C, C);
+  linear_fwd(act_.k, a.rms1 + r, w.wk, nullptr, 1, C, C);
+  linear_fwd(act_.v, a.rms1 + r, w.wv, nullptr, 1, C, C);
+  rope_fwd(act_.qr, act_.q, 1, 1, pos);
+  rope_fwd(act_.kr, act_.k, 1, 1, pos);
+  pack(a.qkv + 3 * r, 1);
+  attention_decode_fwd(a.atty + r, a.att, a.qkv, pos);
+  linear_fwd(a.attproj + r, a.atty + r, w.wo, nullptr, 1, C, C);
+  residual_fwd(a.res2 + r, x, a.attproj + r, C);
+  rmsnorm_fwd(a.rms2 + r, a.rms2_rstd + pos, a.res2 + r, w.rms2w, 1);
+  linear_fwd(a.gate + rf, a.rms2 + r, w.wgate, nullptr, 1, C, F);
+  linear_fwd(a.up + rf, a.rms2 + r, w.wup, nullptr, 1, C, F);
+  swiglu_fwd(a.swi + rf, a.gate + rf, a.up + rf, size_t(F));
+  linear_fwd(a.down + r, a.swi + rf, w.wdown, nullptr, 1, F, C);
+  residual_fwd(a.res3 + r, a.res2 + r, a.down + r, C);
+  return a.res3 + r;
 }
 
 void Llama::layer_backward(int l, float* dres, int B, int T) {

@@ -58,6 +58,8 @@ class Llama : public Model {
   const float* embedding_forward(const int32_t* inputs, int B, int T) override;
   void embedding_backward(const float* dres, const int32_t* inputs, int B, int T) override;
   const float* layer_forward(int l, const float* res_in, int B, int T) override;
+  const float* embedding_decode(int32_t token, int pos) override;
+  const float* layer_decode(int l, const float* res_in, int pos) override;
   void layer_backward(int l, float* dres, int B, int T) override;
   float head_forward(const float* res, const int32_t* targets, int N) override;
   float* head_backward(int N) override;
@@ -71,7 +73,8 @@ class Llama : public Model {
   void swiglu_fwd(float* out, const float* gate, const float* up, size_t n) const;
   void swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                   size_t n) const;
-  void rope_fwd(float* out, const float* x, int B, int T) const;
+  // t0: the position of the first row (decode rotates one row at its position).
+  void rope_fwd(float* out, const float* x, int B, int T, int t0 = 0) const;
   void rope_bwd(float* dx, const float* dout, int B, int T) const;
   void pack(float* qkv, int N) const;
   void unpack(const float* dqkv, int N) const;

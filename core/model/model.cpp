@@ -30,7 +30,8 @@ size_t widen_elems(const ParamLayout& layout, Precision precision, MatmulKind ma
 }  // namespace
 
 Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
-    : cfg_(cfg),
+    : seq_(o.seq),
+      cfg_(cfg),
       layout_(std::move(layout)),
       precision_(o.precision),
       attention_(o.attention),
@@ -67,6 +68,7 @@ void Model::init_weights(uint64_t seed) {
 
 float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
   last_ = {B, T, inputs, targets != nullptr};
+  cached_ = 0;
   tag_ = "embed";
   const float* res = embedding_forward(inputs, B, T);
   for (int l = 0; l < cfg_.layers; ++l) {
@@ -75,6 +77,31 @@ float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T
   }
   tag_ = "head";
   return head_forward(res, targets, B * T);
+}
+
+const float* Model::prefill(const int32_t* tokens, int n) {
+  if (n < 1 || n > seq_) throw std::logic_error("Model::prefill: n outside 1..seq()");
+  forward(tokens, nullptr, 1, n);
+  cached_ = n;
+  return logits() + size_t(n - 1) * cfg_.padded_vocab;
+}
+
+const float* Model::decode(int32_t token) {
+  if (cached_ < 1 || cached_ >= seq_) {
+    throw std::logic_error("Model::decode needs a prefill and room in the cache");
+  }
+  const int pos = cached_;
+  last_ = {1, 1, nullptr, false};
+  tag_ = "embed";
+  const float* res = embedding_decode(token, pos);
+  for (int l = 0; l < cfg_.layers; ++l) {
+    tag_ = "h" + std::to_string(l);
+    res = layer_decode(l, res, pos);
+  }
+  tag_ = "head";
+  head_forward(res, nullptr, 1);
+  cached_ = pos + 1;
+  return logits();
 }
 
 void Model::backward() {
@@ -192,6 +219,18 @@ void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float
     attention_backward(dqkv, dp, dout, qkv, att, B, T, cfg_.channels, cfg_.heads);
   }
   if (dump_) dump_->end(call);
+}
+
+void Model::attention_decode_fwd(float* out, float* att, const float* qkv, int pos) const {
+  using D = KernelDump;
+  const size_t C = cfg_.channels, rows = size_t(pos) + 1;
+  traced("attention_decode", {D::out("out", out, C), D::in("qkv", qkv, 3 * C * rows)}, [&] {
+    if (attention_ == AttentionKind::kFused) {
+      attention_decode_fast(out, att, qkv, pos, cfg_.channels, cfg_.heads);
+    } else {
+      attention_decode(out, att, qkv, pos, cfg_.channels, cfg_.heads);
+    }
+  });
 }
 
 float Model::mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,

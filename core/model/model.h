@@ -54,6 +54,26 @@ class Model {
   void backward();
   // Logits [B,T,Vp] of the last forward.
   virtual const float* logits() const = 0;
+
+  // Text generation with a KV cache (B = 1). Row t of every layer's qkv activation holds the
+  // q, k and v of position t, so after a forward over positions 0..n-1 the keys and values of
+  // every earlier position are in place (L·2·T·C floats of the arena, no extra memory), and the
+  // next token needs one position's forward: each kernel on that row alone, its attention
+  // (attention_decode) reading the cached rows. The row's logits are then the same bits as the
+  // last row of a forward over all the positions (each kernel computes a row the same way
+  // whatever the number of rows; not so for the eigen matmul, which sums in its own order).
+  //
+  // prefill: forward(tokens, nullptr, 1, n), which fills the cache (1 ≤ n ≤ seq()); returns the
+  // logits of position n-1 [Vp].
+  const float* prefill(const int32_t* tokens, int n);
+  // The forward of `token` at position cached() (< seq()) against the cache, which it extends
+  // by that position; returns its logits [Vp]. Throws std::logic_error when the cache is full or
+  // the last forward was not a prefill or a decode (a programming error).
+  const float* decode(int32_t token);
+  // Positions in the cache: 0 after any forward other than prefill.
+  int cached() const { return cached_; }
+  // T of the construction: the longest forward, and the cache's capacity.
+  int seq() const { return seq_; }
   // Records every kernel call of the following forward() and backward() into `dump` (null:
   // off), layer by layer as `embed`, `h<l>`, `head` (ops/kernel_dump.h).
   void set_dump(KernelDump* dump) { dump_ = dump; }
@@ -75,6 +95,11 @@ class Model {
   // On entry dres holds the gradient of layer l's output; on return, of its input.
   virtual void layer_backward(int l, float* dres, int B, int T) = 0;
   virtual void embedding_backward(const float* dres, const int32_t* inputs, int B, int T) = 0;
+  // The same pieces for one position `pos` of a B = 1 sequence (decode): each writes row pos of
+  // the activations layer_forward writes, the attention reading rows 0..pos of qkv. Return row
+  // pos of the residual stream.
+  virtual const float* embedding_decode(int32_t token, int pos) = 0;
+  virtual const float* layer_decode(int l, const float* res_in, int pos) = 0;
 
   // The version of a kernel this model runs: `ref`, the reference (the plain name), or `fast`,
   // its production version (`_fast`), as options.kernels says.
@@ -108,6 +133,9 @@ class Model {
   void attention_fwd(float* out, float* att, const float* qkv, int B, int T) const;
   void attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv, const float* out,
                      const float* att, int B, int T) const;
+  // Row pos of the attention over qkv rows 0..pos (B = 1) into out [C]: attention_decode or
+  // attention_decode_fast as the model's kernel; att: the layer's saved-state buffer, as scratch.
+  void attention_decode_fwd(float* out, float* att, const float* qkv, int pos) const;
 
   // Cross-entropy (+ z-loss) of every position with dlogits fused (scaled by 1/(K·N), K the
   // micro-batches a step accumulates: ModelOptions::grad_accum), and the mean
@@ -126,6 +154,8 @@ class Model {
   void require_targets(const char* who) const;
 
   LastForward last_;
+  int seq_;         // T of the construction
+  int cached_ = 0;  // positions in the KV cache (decode)
   KernelDump* dump_ = nullptr;
   std::string tag_;  // the dump's name of the part running: embed, h<l>, head
   ModelConfig cfg_;

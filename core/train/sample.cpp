@@ -50,6 +50,57 @@ int draw(const float* z, int V, float temperature, const std::vector<char>& kept
   return last_kept;  // u·Σp rounded up to Σp
 }
 
+// Draws token i from the logits z (over V) as sample.h states; throws on non-finite logits.
+class Drawer {
+ public:
+  Drawer(const SampleOptions& opt, int V)
+      : opt_(opt), rng_(opt.seed, RngStream::kSample), V_(V), probs_(size_t(V)) {}
+  int32_t operator()(const float* z, int i) {
+    if (!std::all_of(z, z + V_, [](float x) { return std::isfinite(x); })) {
+      throw input_error("the model's logits are not finite at generated token " +
+                        std::to_string(i + 1) + "; its weights are broken (NaN, Inf or overflow)");
+    }
+    if (opt_.temperature == 0.0f) return argmax(z, V_);
+    top_k_mask(z, V_, opt_.top_k, order_, kept_);
+    return draw(z, V_, opt_.temperature, kept_, rng_.uniform(uint64_t(i)), probs_);
+  }
+
+ private:
+  const SampleOptions& opt_;
+  const CounterRng rng_;
+  const int V_;
+  std::vector<double> probs_;
+  std::vector<int> order_;
+  std::vector<char> kept_;
+};
+
+// A forward over the last `window` tokens for every token: the reference.
+void sample_recompute(Model& model, int window, std::vector<int32_t>& tokens, int count,
+                      Drawer& next, const std::function<void(int32_t)>& on_token) {
+  const int Vp = model.config().padded_vocab;
+  for (int i = 0; i < count; ++i) {
+    const int T = std::min<int>(int(tokens.size()), window);
+    model.forward(tokens.data() + tokens.size() - size_t(T), nullptr, 1, T);
+    tokens.push_back(next(model.logits() + size_t(T - 1) * Vp, i));
+    if (on_token) on_token(tokens.back());
+  }
+}
+
+// Prefill, then one decode per token; a full window slides to its last ⌈window/2⌉ tokens.
+void sample_cached(Model& model, int window, std::vector<int32_t>& tokens, int count, Drawer& next,
+                   const std::function<void(int32_t)>& on_token) {
+  const auto prefill_last = [&](int n) {
+    return model.prefill(tokens.data() + tokens.size() - size_t(n), n);
+  };
+  const float* z = prefill_last(std::min<int>(int(tokens.size()), window));
+  for (int i = 0; i < count; ++i) {
+    tokens.push_back(next(z, i));
+    if (on_token) on_token(tokens.back());
+    if (i + 1 == count) break;  // no logits needed after the last token
+    z = model.cached() < window ? model.decode(tokens.back()) : prefill_last(window - window / 2);
+  }
+}
+
 }  // namespace
 
 std::vector<int32_t> sample_tokens(Model& model, int window, const std::vector<int32_t>& prompt,
@@ -57,8 +108,10 @@ std::vector<int32_t> sample_tokens(Model& model, int window, const std::vector<i
                                    const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("sample_tokens needs a prompt");
   if (!(opt.temperature >= 0.0f)) throw std::invalid_argument("temperature must be >= 0");
-  const CounterRng rng(opt.seed, RngStream::kSample);
-  const int V = model.config().vocab, Vp = model.config().padded_vocab;
+  if (window < 1 || window > model.seq()) {
+    throw std::invalid_argument("sample_tokens: window outside 1..model.seq()");
+  }
+  const int V = model.config().vocab;
   // The embedding reads row id of its table: an id past V would read past it.
   for (const int32_t id : prompt) {
     if (id < 0 || id >= V) {
@@ -68,26 +121,11 @@ std::vector<int32_t> sample_tokens(Model& model, int window, const std::vector<i
     }
   }
   std::vector<int32_t> tokens = prompt;
-  std::vector<double> probs(static_cast<size_t>(V));
-  std::vector<int> order;
-  std::vector<char> kept;
-  for (int i = 0; i < opt.tokens; ++i) {
-    const int T = std::min<int>(int(tokens.size()), window);
-    model.forward(tokens.data() + tokens.size() - size_t(T), nullptr, 1, T);
-    const float* z = model.logits() + size_t(T - 1) * Vp;
-    if (!std::all_of(z, z + V, [](float x) { return std::isfinite(x); })) {
-      throw input_error("the model's logits are not finite at generated token " +
-                        std::to_string(i + 1) + "; its weights are broken (NaN, Inf or overflow)");
-    }
-    int next = 0;
-    if (opt.temperature == 0.0f) {
-      next = argmax(z, V);
-    } else {
-      top_k_mask(z, V, opt.top_k, order, kept);
-      next = draw(z, V, opt.temperature, kept, rng.uniform(uint64_t(i)), probs);
-    }
-    tokens.push_back(next);
-    if (on_token) on_token(next);
+  Drawer next(opt, V);
+  if (opt.kv_cache) {
+    sample_cached(model, window, tokens, opt.tokens, next, on_token);
+  } else {
+    sample_recompute(model, window, tokens, opt.tokens, next, on_token);
   }
   return std::vector<int32_t>(tokens.begin() + std::ptrdiff_t(prompt.size()), tokens.end());
 }

@@ -1,11 +1,17 @@
 // Text generation (core/train/sample.h, `reftrain sample`). Sampling is checked token by token
-// against the model's own logits (top-k membership, greedy argmax, the documented inverse-CDF
-// draw) and end to end (same seed, same text; the sample that ends `train` is the one `sample`
-// draws from its checkpoint). The loss plots are tests/cli/test_plot.cpp.
+// against the model's own logits over the documented context (top-k membership, greedy argmax,
+// the documented inverse-CDF draw), for both paths (KV cache with its sliding window, and
+// recompute), and end to end (same seed, same text; the sample that ends `train` is the one
+// `sample` draws from its checkpoint). The KV cache: its logits are the bits of the full
+// forward's last row, and its text the recompute path's, for both families, fp32 and mixed,
+// fast and reference kernels, 1-3 threads. The loss plots are tests/cli/test_plot.cpp.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -25,16 +31,37 @@ namespace fs = std::filesystem;
 
 // --- sample_tokens against the model's logits --------------------------------------------------
 
-class SampleTokens : public ::testing::Test {
+// The start of the context whose last logits give the token at index n of `tokens` (the prompt
+// has p tokens), as sample.h documents: recompute, the last `window` tokens; kv cache, the
+// prompt's last `window`, then a context that grows until it would pass `window` tokens and
+// then restarts from the last ⌈window/2⌉.
+size_t context_start(size_t p, size_t n, int window, bool kv_cache) {
+  const size_t W = size_t(window);
+  if (!kv_cache) return n > W ? n - W : 0;
+  size_t s = p > W ? p - W : 0;
+  for (size_t m = p + 1; m <= n; ++m) {
+    if (m - s > W) s = m - (W - W / 2);
+  }
+  return s;
+}
+
+class SampleTokens : public ::testing::TestWithParam<bool> {
  protected:
   void SetUp() override {
     model_ = make_model(find_preset("tiny").model, ModelOptions{1, kWindow});
     model_->init_weights(11);
   }
-  // The logits over V for the next token after `tokens` (the last kWindow of them).
+  SampleOptions options(int tokens, float temperature, int top_k, uint64_t seed) const {
+    SampleOptions o{tokens, temperature, top_k, seed};
+    o.kv_cache = GetParam();
+    return o;
+  }
+  // The logits over V for the token after `tokens` (whose first prompt_.size() are the prompt),
+  // from a forward over its documented context.
   std::vector<float> next_logits(const std::vector<int32_t>& tokens) {
-    const int T = std::min<int>(int(tokens.size()), kWindow);
-    model_->forward(tokens.data() + tokens.size() - T, nullptr, 1, T);
+    const size_t s = context_start(prompt_.size(), tokens.size(), kWindow, GetParam());
+    const int T = int(tokens.size() - s);
+    model_->forward(tokens.data() + s, nullptr, 1, T);
     const int V = model_->config().vocab, Vp = model_->config().padded_vocab;
     const float* z = model_->logits() + size_t(T - 1) * Vp;
     return std::vector<float>(z, z + V);
@@ -44,11 +71,17 @@ class SampleTokens : public ::testing::Test {
   const std::vector<int32_t> prompt_ = {'T', 'h', 'e', ' '};
 };
 
-// Each of 48 tokens (past the window, so the context slides) is among the 3 largest logits of
-// its prefix: fewer than 3 logits beat it (ties go to the lower id).
-TEST_F(SampleTokens, TopKDrawsOnlyAmongTheKLargest) {
-  const std::vector<int32_t> out = sample_tokens(*model_, kWindow, prompt_, {48, 1.0f, 3, 5});
-  ASSERT_EQ(out.size(), 48u);
+INSTANTIATE_TEST_SUITE_P(Paths, SampleTokens, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "KvCache" : "Recompute");
+                         });
+
+// Each of 70 tokens (past the window, so the context slides, twice for the KV cache) is among
+// the 3 largest logits of its context: fewer than 3 logits beat it (ties go to the lower id).
+TEST_P(SampleTokens, TopKDrawsOnlyAmongTheKLargest) {
+  const std::vector<int32_t> out =
+      sample_tokens(*model_, kWindow, prompt_, options(70, 1.0f, 3, 5));
+  ASSERT_EQ(out.size(), 70u);
   std::vector<int32_t> tokens = prompt_;
   for (int32_t t : out) {
     const std::vector<float> z = next_logits(tokens);
@@ -59,10 +92,11 @@ TEST_F(SampleTokens, TopKDrawsOnlyAmongTheKLargest) {
   }
 }
 
-// Temperature 0 is greedy: every token is its prefix's argmax, whatever the seed.
-TEST_F(SampleTokens, TemperatureZeroIsArgmax) {
-  const std::vector<int32_t> out = sample_tokens(*model_, kWindow, prompt_, {20, 0.0f, 0, 1});
-  EXPECT_EQ(out, sample_tokens(*model_, kWindow, prompt_, {20, 0.0f, 0, 99}));
+// Temperature 0 is greedy: every token is its context's argmax, whatever the seed.
+TEST_P(SampleTokens, TemperatureZeroIsArgmax) {
+  const std::vector<int32_t> out =
+      sample_tokens(*model_, kWindow, prompt_, options(70, 0.0f, 0, 1));
+  EXPECT_EQ(out, sample_tokens(*model_, kWindow, prompt_, options(70, 0.0f, 0, 99)));
   std::vector<int32_t> tokens = prompt_;
   for (int32_t t : out) {
     const std::vector<float> z = next_logits(tokens);
@@ -71,9 +105,25 @@ TEST_F(SampleTokens, TemperatureZeroIsArgmax) {
   }
 }
 
+// A prompt longer than the window: the context starts from its last `window` tokens.
+TEST_P(SampleTokens, LongPromptKeepsItsLastWindow) {
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 45; ++i) prompt.push_back(int32_t('a' + i % 26));
+  const std::vector<int32_t> out = sample_tokens(*model_, kWindow, prompt, options(20, 0.0f, 0, 1));
+  std::vector<int32_t> tokens = prompt;
+  for (int32_t t : out) {
+    const size_t s = context_start(prompt.size(), tokens.size(), kWindow, GetParam());
+    const int T = int(tokens.size() - s);
+    model_->forward(tokens.data() + s, nullptr, 1, T);
+    const float* z = model_->logits() + size_t(T - 1) * model_->config().padded_vocab;
+    EXPECT_EQ(t, int32_t(std::max_element(z, z + model_->config().vocab) - z));
+    tokens.push_back(t);
+  }
+}
+
 // The first token for 64 seed values, against the rule docs/rng.md states: u = CounterRng(seed,
 // kSample).uniform(0), the first token whose cumulative softmax (double) passes u·Σ.
-TEST_F(SampleTokens, DrawFollowsTheDocumentedInverseCdf) {
+TEST_P(SampleTokens, DrawFollowsTheDocumentedInverseCdf) {
   const std::vector<float> z = next_logits(prompt_);
   const double maxz = *std::max_element(z.begin(), z.end());
   double sum = 0.0;
@@ -90,12 +140,122 @@ TEST_F(SampleTokens, DrawFollowsTheDocumentedInverseCdf) {
         break;
       }
     }
-    const std::vector<int32_t> got = sample_tokens(*model_, kWindow, prompt_, {1, 1.0f, 0, seed});
+    const std::vector<int32_t> got =
+        sample_tokens(*model_, kWindow, prompt_, options(1, 1.0f, 0, seed));
     EXPECT_EQ(got[0], want) << "seed " << seed;
     seen[size_t(want)] = 1;
   }
   EXPECT_GT(std::count(seen.begin(), seen.end(), 1), 20);  // many different tokens: a real draw
 }
+
+// --- the KV cache against the full forward --------------------------------------------------
+
+// A small model of each family whose shapes reach every edge of the kernels: hs = 12 (padded
+// to 16 lanes), K = 36 and N = 108, 144, 100 (tails of the one-row product's 8×8 tiles and
+// 32-output blocks), V = 97 of Vp = 128, and a window of 70 (three key tiles of 32).
+ModelConfig kv_config(Arch arch) {
+  ModelConfig m;
+  m.arch = arch, m.layers = 2, m.heads = 3, m.channels = 36, m.max_seq = 80;
+  m.vocab = 97, m.padded_vocab = 128, m.ffn = 100;
+  return m;
+}
+constexpr int kKvWindow = 70;
+
+struct KvCase {
+  Arch arch;
+  Precision precision;
+  Kernels kernels;
+  int threads;
+};
+
+std::string kv_case_name(const KvCase& c) {
+  return std::string(c.arch == Arch::kLlama ? "llama" : "gpt2") +
+         (c.precision == Precision::kMixed ? "_mixed" : "_fp32") +
+         (c.kernels == Kernels::kFast ? "_fast" : "_reference") + "_threads" +
+         std::to_string(c.threads);
+}
+
+// A model of the case's family and kernels, weights from seed 7 (the same for every instance).
+std::unique_ptr<Model> kv_model(const KvCase& c) {
+  ModelOptions o{1, kKvWindow, c.precision};
+  if (c.kernels == Kernels::kReference) {
+    o.kernels = Kernels::kReference, o.matmul = MatmulKind::kNaive;
+    o.attention = AttentionKind::kMaterialised;
+  }
+  std::unique_ptr<Model> m = make_model(kv_config(c.arch), o);
+  m->init_weights(7);
+  return m;
+}
+
+// Sets the case's thread count for its lifetime (before the models: their matmul reads it).
+class KvCacheTest : public ::testing::TestWithParam<KvCase> {
+ protected:
+  void SetUp() override {
+    threads_before_ = omp_get_max_threads();
+    omp_set_num_threads(GetParam().threads);
+  }
+  void TearDown() override { omp_set_num_threads(threads_before_); }
+  int threads_before_ = 1;
+};
+class KvCacheLogits : public KvCacheTest {};
+class KvCacheText : public KvCacheTest {};
+
+// Prefill 3 tokens, then decode up to the full window: after every token the decode's logits
+// (all Vp of them) are the bits of the last row of a forward over all the tokens so far.
+TEST_P(KvCacheLogits, AreTheBitsOfTheFullForwardsLastRow) {
+  std::unique_ptr<Model> cached = kv_model(GetParam()), full = kv_model(GetParam());
+  const int Vp = cached->config().padded_vocab;
+  std::vector<int32_t> tokens = {5, 60, 12};
+  const float* z = cached->prefill(tokens.data(), int(tokens.size()));
+  while (true) {
+    const int n = int(tokens.size());
+    full->forward(tokens.data(), nullptr, 1, n);
+    ASSERT_EQ(0, std::memcmp(z, full->logits() + size_t(n - 1) * Vp, sizeof(float) * Vp))
+        << "position " << n - 1;
+    if (n == kKvWindow) break;
+    tokens.push_back(int32_t((n * 37 + 11) % 97));
+    z = cached->decode(tokens.back());
+    ASSERT_EQ(cached->cached(), n + 1);
+  }
+  EXPECT_THROW(cached->decode(1), std::logic_error);  // the cache is full
+}
+
+// Generations that fit in the window (4 + 40 tokens, across the key tile boundary at 32): the
+// same text with the cache as without, greedy and drawn (top-k 5 at temperature 0.8, and all
+// tokens at temperature 1.3).
+TEST_P(KvCacheText, IsTheRecomputedText) {
+  std::unique_ptr<Model> model = kv_model(GetParam());
+  const std::vector<int32_t> prompt = {40, 41, 42, 43};
+  for (SampleOptions o : {SampleOptions{40, 0.0f, 0, 3}, SampleOptions{40, 0.8f, 5, 4},
+                          SampleOptions{40, 1.3f, 0, 5}}) {
+    o.kv_cache = false;
+    const std::vector<int32_t> recompute = sample_tokens(*model, kKvWindow, prompt, o);
+    o.kv_cache = true;
+    EXPECT_EQ(sample_tokens(*model, kKvWindow, prompt, o), recompute)
+        << "temperature " << o.temperature << " top-k " << o.top_k;
+  }
+}
+
+// Both families, fp32 and mixed: the fast kernels on 1 and 2 threads, the reference kernels
+// (naive matmul, materialised attention) on 1. The logits also on 3 threads, more than the
+// cores of a small machine (slow there, so not the text).
+std::vector<KvCase> kv_cases(bool three_threads) {
+  std::vector<KvCase> v;
+  for (Arch arch : {Arch::kGpt2, Arch::kLlama}) {
+    for (Precision p : {Precision::kFp32, Precision::kMixed}) {
+      for (int threads : {1, 2}) v.push_back({arch, p, Kernels::kFast, threads});
+      v.push_back({arch, p, Kernels::kReference, 1});
+    }
+    if (three_threads) v.push_back({arch, Precision::kMixed, Kernels::kFast, 3});
+  }
+  return v;
+}
+
+std::string kv_test_name(const ::testing::TestParamInfo<KvCase>& info) {
+  return kv_case_name(info.param);
+}
+INSTANTIATE_TEST_SUITE_P(Models, KvCacheLogits, ::testing::ValuesIn(kv_cases(true)), kv_test_name);
+INSTANTIATE_TEST_SUITE_P(Models, KvCacheText, ::testing::ValuesIn(kv_cases(false)), kv_test_name);
 
 // --- reftrain sample -----------------------------------------------------------------------------
 
@@ -123,9 +283,11 @@ TEST_F(SampleCommand, SameSeedSameText) {
   ASSERT_EQ(a.exit_code, 0) << a.err;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out, c.out);
-  EXPECT_EQ(a.out.rfind("the cat", 0), 0u) << a.out;            // the prompt, then the text
-  EXPECT_EQ(a.out.size(), std::string("the cat").size() + 81);  // 80 byte tokens and a newline
-  EXPECT_EQ(a.err, "");
+  EXPECT_EQ(a.out.rfind("the cat", 0), 0u) << a.out;                // the prompt, then the text
+  EXPECT_EQ(a.out.size(), std::string("the cat").size() + 81);      // 80 byte tokens and a newline
+  EXPECT_EQ(a.err.rfind("sampled 80 tokens in ", 0), 0u) << a.err;  // one line on stderr
+  EXPECT_NE(a.err.find(" tokens/s (kv cache)\n"), std::string::npos) << a.err;
+  EXPECT_EQ(std::count(a.err.begin(), a.err.end(), '\n'), 1) << a.err;
 }
 
 // `train` ends with 256 tokens after a newline from the final weights, drawn with the run's
@@ -137,6 +299,16 @@ TEST_F(SampleCommand, TrainEndsWithTheSampleOfItsCheckpoint) {
   const SplitResult r = run_split("sample --ckpt " + ckpt());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "\n" + from_train + "\n");
+}
+
+// The recompute path prints the same text while it fits in the window (tiny's is 32 tokens)
+// and says which path ran.
+TEST_F(SampleCommand, NoKvCacheGivesTheSameTextInTheWindow) {
+  const std::string args = "sample --ckpt " + ckpt() + " --prompt 'the' --tokens 29 --seed 2";
+  const SplitResult cached = run_split(args), recompute = run_split(args + " --no-kv-cache");
+  ASSERT_EQ(recompute.exit_code, 0) << recompute.err;
+  EXPECT_EQ(recompute.out, cached.out);
+  EXPECT_NE(recompute.err.find(" tokens/s (recompute)\n"), std::string::npos) << recompute.err;
 }
 
 TEST_F(SampleCommand, TopKOneIsGreedy) {
