@@ -34,14 +34,14 @@ struct ModelConfig {
 struct ModelOptions {
   int batch = 1;  // B: the arena holds activations for up to B×T tokens
   int seq = 1;    // T
-  // K: the step's gradient is the mean over K micro-batches of B×T, so backward() scales
-  // dlogits by 1/(K·B·T) (the forward's loss stays the mean over its own B×T positions).
-  int grad_accum = 1;
   Precision precision = Precision::kFp32;
   float z_loss = 0.0f;  // z in loss = CE + z·mean(lse²)
   AttentionKind attention = AttentionKind::kFused;
   MatmulKind matmul = MatmulKind::kBlocked;
   Kernels kernels = Kernels::kFast;
+  // K: the step's gradient is the mean over K micro-batches of B×T, so backward() scales
+  // dlogits by 1/(K·B·T) (the forward's loss stays the mean over its own B×T positions).
+  int grad_accum = 1;
 };
 
 template <>
