@@ -61,7 +61,8 @@ void check_attention_decode(const AttnShape& s) {
   attention_forward_fast(out_fast.data(), lse.data(), qkv.data(), 1, Tn, C, NH);
   for (int t = 0; t < Tn; ++t) {
     const std::vector<T> rows(qkv.begin(), qkv.begin() + std::ptrdiff_t(t + 1) * 3 * C);
-    std::vector<T> out(static_cast<size_t>(C)), p(size_t(NH) * (t + 1)), row_lse(static_cast<size_t>(NH));
+    std::vector<T> out(static_cast<size_t>(C)), p(size_t(NH) * (t + 1)),
+        row_lse(static_cast<size_t>(NH));
     attention_decode(out.data(), p.data(), rows.data(), t, C, NH);
     EXPECT_TRUE(same_bits(out.data(), out_ref.data() + size_t(t) * C, size_t(C))) << "t " << t;
     for (int h = 0; h < NH; ++h) {
@@ -94,7 +95,8 @@ TEST(AttentionDecode, SameBitsAsTheAvx2Build) {
   const int Tn = 45, NH = 3, hs = 20, C = NH * hs;
   Data d(4);
   const std::vector<float> qkv = cast<float>(d.vec(size_t(Tn) * 3 * C, -1.5, 1.5));
-  std::vector<float> native(static_cast<size_t>(C)), avx2(static_cast<size_t>(C)), lse_n(static_cast<size_t>(NH)), lse_a(static_cast<size_t>(NH));
+  std::vector<float> native(static_cast<size_t>(C)), avx2(static_cast<size_t>(C)),
+      lse_n(static_cast<size_t>(NH)), lse_a(static_cast<size_t>(NH));
   for (int t : {0, 31, 32, 44}) {
     attention_decode_fast(native.data(), lse_n.data(), qkv.data(), t, C, NH);
     reftrain_avx2::attention_decode_fast(avx2.data(), lse_a.data(), qkv.data(), t, C, NH);
@@ -117,7 +119,8 @@ TEST(RopeDecode, OneRowAtItsPositionIsThatRowOfTheWhole) {
   rope_backward(back.data(), x.data(), 1, Tn, NH, hs, theta);
   for (int t : {0, 1, 17, 49}) {
     const float* row = x.data() + size_t(t) * C;
-    std::vector<float> one(static_cast<size_t>(C)), one_fast(static_cast<size_t>(C)), one_back(size_t(C), 0.5f);
+    std::vector<float> one(static_cast<size_t>(C)), one_fast(static_cast<size_t>(C)),
+        one_back(size_t(C), 0.5f);
     rope_forward(one.data(), row, 1, 1, NH, hs, theta, t);
     rope_forward_fast(one_fast.data(), row, 1, 1, NH, hs, theta, t);
     rope_backward(one_back.data(), row, 1, 1, NH, hs, theta, t);
