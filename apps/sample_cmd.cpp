@@ -71,10 +71,12 @@ int run_sample(const SampleArgs& a) {
   std::unique_ptr<Model> model = make_model(c.meta.model, one_row);
   restore_model(c, *model);
   c.file.tensors.clear();  // the model holds the weights now
-  if (tokenizer) {
+  // The prompt as text, except the default <|endoftext|>, which marks a start rather than text.
+  const bool eot_start = a.prompt_given->count() == 0 && tokenizer && tokenizer->eot_id() >= 0;
+  if (tokenizer && !eot_start) {
     const std::string shown = tokenizer->decode(prompt);
     std::fwrite(shown.data(), 1, shown.size(), stdout);
-  } else {
+  } else if (!tokenizer) {
     std::printf("%d", int(prompt[0]));
   }
   std::fflush(stdout);

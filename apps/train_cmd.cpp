@@ -151,7 +151,7 @@ void fit_vocab(ModelConfig& model, const Dataset& d, bool model_from_file) {
   const TokenizerRecord t = tokenizer_record(d.tokenizer.get());
   if (t.kind == "none" || t.kind == "bytes") return;
   if (!model_from_file && d.kind == "text") {
-    model.vocab = t.vocab, model.padded_vocab = (t.vocab + 63) / 64 * 64;
+    model.vocab = t.vocab, model.padded_vocab = padded_vocab_of(t.vocab);
     return;
   }
   if (t.vocab > model.vocab) {

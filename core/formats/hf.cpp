@@ -177,11 +177,6 @@ class HfConfigReader {
   std::string file_;
 };
 
-// V rounded up to a multiple of 64, as llm.c pads it (gpt2-124m: 50257 -> 50304).
-int padded_vocab(int vocab) {
-  return (vocab + 63) / 64 * 64;
-}
-
 ModelConfig gpt2_config(const HfConfigReader& c) {
   ModelConfig m;
   m.arch = Arch::kGpt2;
@@ -371,7 +366,7 @@ ModelConfig read_hf_config(const std::string& path) {
     throw input_error(c.file() + ": the width " + std::to_string(m.channels) +
                       " is not divisible by the " + std::to_string(m.heads) + " heads");
   }
-  m.padded_vocab = padded_vocab(m.vocab);
+  m.padded_vocab = padded_vocab_of(m.vocab);
   return m;
 }
 

@@ -29,6 +29,12 @@ struct ModelConfig {
   double rope_theta = 10000.0;  // llama: RoPE base
 };
 
+// Vp for a vocabulary of V: V rounded up to a multiple of 64, as llm.c pads it (GPT-2's 50257 to
+// 50304); what a model built from a tokenizer or a Hugging Face file gets.
+inline int padded_vocab_of(int vocab) {
+  return (vocab + 63) / 64 * 64;
+}
+
 // How a model instance computes: the largest batch it is sized for and the kernels it runs.
 // Kernels::kReference requires the naive matmul and the materialised attention.
 struct ModelOptions {

@@ -360,7 +360,7 @@ TEST(SampleTokenModel, PrintsTokenIds) {
   EXPECT_EQ(ids[0], 255);  // the prompt: the last id of the vocabulary
   for (int id : ids) EXPECT_TRUE(id >= 0 && id < 256) << id;
   expect_user_error("sample --ckpt " + dir.file("ckpt") + " --prompt hi", 2,
-                    "--prompt needs a text model");
+                    "--prompt needs a tokenizer");
 }
 
 }  // namespace
