@@ -11,6 +11,7 @@
 
 #include "apps/commands.h"
 #include "core/base/error.h"
+#include "core/dist/comm.h"
 
 namespace {
 
@@ -67,6 +68,18 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
   return "unknown command " + reftrain::printable(given) +
          (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") + " (commands: " + names +
          ")";
+}
+
+// Prints the error; one of several ranks also ends the others (they would wait for it forever).
+int end_on_error(const std::string& message, int code) {
+  reftrain::Comm& comm = reftrain::Comm::world();
+  std::fflush(stdout);
+  if (comm.size() == 1) {
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    return code;
+  }
+  std::fprintf(stderr, "error: rank %d of %d: %s\n", comm.rank(), comm.size(), message.c_str());
+  comm.abort(code);
 }
 
 }  // namespace
@@ -128,18 +141,19 @@ int main(int argc, char** argv) {
   }
   try {
     for (const auto& [sub, run] : runners) {
-      if (sub->parsed()) return run();
+      if (!sub->parsed()) continue;
+      const int code = run();
+      Comm::world().finalize();
+      return code;
     }
   } catch (const UserError& e) {
     if (isatty(fileno(stdout))) std::printf("\n");  // end a progress line left open
-    std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", one_line(e.what()).c_str());
-    return e.exit_code();
+    return end_on_error(one_line(e.what()), e.exit_code());
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr,
-                 "error: out of memory; train a smaller --batch or --seq, or a smaller preset "
-                 "(`reftrain presets` lists what each needs)\n");
-    return kExitInputError;
+    return end_on_error(
+        "out of memory; train a smaller --batch or --seq, or a smaller preset (`reftrain "
+        "presets` lists what each needs)",
+        kExitInputError);
   }
   return kExitUsageError;
 }

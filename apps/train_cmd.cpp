@@ -20,6 +20,7 @@
 #include "apps/plot.h"
 #include "core/base/error.h"
 #include "core/base/memory.h"
+#include "core/dist/comm.h"
 #include "core/formats/atomic_file.h"
 #include "core/formats/hf.h"
 #include "core/formats/llmc.h"
@@ -42,6 +43,7 @@ struct TrainArgs {
   TrainConfig over;                // numbers given on the command line; see `given`
   std::deque<FieldOption> fields;  // one per training value a flag sets
   int threads = 0;
+  int ranks = 1;  // Comm::world().size(): `mpirun -np N` starts N
   std::map<std::string, CLI::Option*> given;
   bool has(const char* flag) const { return given.at(flag)->count() > 0; }
 };
@@ -60,9 +62,11 @@ void require_reference_kernels(const TrainArgs& a, TrainConfig& t) {
   t.matmul = MatmulKind::kNaive, t.attention = AttentionKind::kMaterialised;
 }
 
-// Applies every option the user gave over the preset's values.
-TrainConfig merged_config(const TrainArgs& a, TrainConfig t) {
+// Applies every option the user gave over the preset's values (`fresh`) or the checkpoint's.
+// --grad-accum K is per rank: a step of N ranks has N·K micro-batches, the preset's K as well.
+TrainConfig merged_config(const TrainArgs& a, TrainConfig t, bool fresh) {
   for (const FieldOption& o : a.fields) apply_field_option(o, a.over, t);
+  if (fresh || a.has("--grad-accum")) t.grad_accum *= a.ranks;
   if (a.has("--lr") && !a.has("--min-lr")) {
     t.min_lr = std::min(t.min_lr, t.lr);  // keep min_lr ≤ lr when only --lr is given
   }
@@ -176,19 +180,34 @@ void report_memory(TraceWriter& trace, size_t baseline, const MemoryEstimate& es
                {"estimate_bytes", est.total()}});
 }
 
+// "K4" (micro-batches per step), or "K4 = 2 ranks × 2" on several ranks.
+std::string accumulation_text(const TrainConfig& train, int ranks) {
+  if (ranks == 1) return train.grad_accum > 1 ? " K" + std::to_string(train.grad_accum) : "";
+  return " K" + std::to_string(train.grad_accum) + " = " + std::to_string(ranks) + " ranks × " +
+         std::to_string(train.grad_accum / ranks);
+}
+
 void print_banner(const std::string& preset, const ModelConfig& model, const TrainConfig& train,
                   Trainer& trainer, const std::string& init) {
   const Dataset& d = trainer.data();
+  const int ranks = trainer.comm().size();
   std::printf(
       "reftrain %s | preset %s | %s L%d NH%d C%d | %.2fM params | %s | B%d T%d%s | %lld tokens "
-      "per step | %d steps | %d threads | matmul %s\n",
+      "per step | %d steps | %d threads%s | matmul %s\n",
       REFTRAIN_VERSION, preset.c_str(), enum_name(model.arch), model.layers, model.heads,
       model.channels, trainer.model().layout().num_params() / 1e6, enum_name(train.precision),
-      train.batch, train.seq,
-      train.grad_accum > 1 ? (" K" + std::to_string(train.grad_accum)).c_str() : "",
-      tokens_per_step(train), train.steps, omp_get_max_threads(), enum_name(train.matmul));
+      train.batch, train.seq, accumulation_text(train, ranks).c_str(), tokens_per_step(train),
+      train.steps, omp_get_max_threads(),
+      ranks > 1 ? (" per rank | " + std::to_string(ranks) + " ranks").c_str() : "",
+      enum_name(train.matmul));
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
+  if (ranks > 1) {
+    const double mib = 1 << 20;
+    std::printf("optimizer state: %.1f MiB per rank (ZeRO-1: 1/%d of %.1f MiB)\n",
+                estimate_memory(model, train, ranks).state_bytes / mib, ranks,
+                estimate_memory(model, train, 1).state_bytes / mib);
+  }
 }
 
 // What one invocation runs: a fresh run from the flags, or a resumed one from its checkpoint.
@@ -225,7 +244,7 @@ RunPlan fresh_plan(const TrainArgs& a) {
   const Preset& preset = find_preset(a.preset);
   p.preset = preset.name;
   p.model = preset.model;
-  p.train = merged_config(a, preset.train);
+  p.train = merged_config(a, preset.train, true);
   const bool hf = !a.init_from.empty() && is_hf_model_path(a.init_from);
   if (!a.init_from.empty()) {
     p.model = hf ? read_hf_config(a.init_from) : read_llmc_config(a.init_from);
@@ -266,7 +285,7 @@ void check_resume_flags(const TrainArgs& a, const CheckpointMeta& m) {
                       m.preset +
                       "; a resumed run keeps its configuration (only --steps may change)");
   }
-  TrainConfig wanted = merged_config(a, m.train);
+  TrainConfig wanted = merged_config(a, m.train, false);
   wanted.steps = m.train.steps;
   const Json want = train_config_json(wanted), have = train_config_json(m.train);
   for (auto it = have.begin(); it != have.end(); ++it) {
@@ -323,6 +342,12 @@ RunPlan resume_plan(const TrainArgs& a) {
   const CheckpointMeta& m = p.ckpt->meta;
   check_resume_flags(a, m);
   p.preset = m.preset, p.init = m.init, p.model = m.model, p.train = m.train;
+  if (m.train.grad_accum % a.ranks != 0) {
+    throw usage_error("the checkpoint's steps have " + std::to_string(m.train.grad_accum) +
+                      " micro-batches, which " + std::to_string(a.ranks) +
+                      " ranks cannot share evenly; resume on a number of ranks that divides " +
+                      std::to_string(m.train.grad_accum));
+  }
   p.start = int(m.step);
   if (a.has("--steps")) {
     if (a.over.steps <= m.step) {
@@ -360,10 +385,16 @@ class Saver {
     return !dir_.empty() &&
            ((meta_.save_every > 0 && step % meta_.save_every == 0) || step == stop);
   }
+  // Every rank takes part (rank 0 gathers the optimizer state's shards and writes the file).
   std::string save(Trainer& t, int step) {
     meta_.step = step, meta_.updates = t.updates();
-    last_ = save_checkpoint(dir_, meta_, run_, t.model(), t.optimizer());
-    prune_checkpoints(dir_, meta_.keep);
+    const std::unique_ptr<OptimizerState> gathered = t.gather_optimizer();
+    if (t.comm().root()) {
+      last_ = save_checkpoint(dir_, meta_, run_, t.model(), gathered ? *gathered : t.optimizer());
+      prune_checkpoints(dir_, meta_.keep);
+    } else {
+      last_ = (std::filesystem::path(dir_) / checkpoint_file_name(step)).string();
+    }
     return last_;
   }
   const std::string& last() const { return last_; }
@@ -433,7 +464,7 @@ void catch_stop_signals() {
 
 // After a stop signal: the checkpoint of `step` (unless the loop just wrote it) or what was lost.
 int stop_on_signal(Trainer& trainer, Saver& saver, const RunPlan& p, int step) {
-  const int sig = g_stop_signal;
+  const int sig = g_stop_signal != 0 ? int(g_stop_signal) : SIGTERM;  // another rank's
   const std::string what = std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") +
                            ": stopped after step " + std::to_string(step) + " of " +
                            std::to_string(p.train.steps);
@@ -472,7 +503,9 @@ int train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan
   };
   if (plan.start == 0) validate_at(0);
   int skipped = 0, done = plan.start;
-  for (int k = plan.start; k < plan.stop && g_stop_signal == 0; ++k) {
+  // The ranks stop together, after the same step (mpirun passes a signal on to each rank).
+  const auto stop_signal = [&trainer] { return any_rank(trainer.comm(), g_stop_signal != 0); };
+  for (int k = plan.start; k < plan.stop && !stop_signal(); ++k) {
     const StepResult r = trainer.step(k);
     progress.step(r);
     log.write(step_line(r));
@@ -576,9 +609,45 @@ void refuse_clobbering(const TrainArgs& a, const RunPlan& p) {
   }
 }
 
-int run_train(const TrainArgs& a) {
-  require_names(a);
+// Rank 0 reads the data first, so a token cache it writes is there for the others to read.
+RunPlan ranked_plan(const TrainArgs& a, Comm& comm) {
+  if (!comm.root()) comm.barrier();
   RunPlan p = a.resume.empty() ? fresh_plan(a) : resume_plan(a);
+  if (comm.root()) comm.barrier();
+  return p;
+}
+
+// Every rank must train the same run on the same data: each compares its run line (model,
+// training values, data hash, ...) with rank 0's.
+void check_ranks_agree(Comm& comm, const Json& run) {
+  if (comm.size() == 1) return;
+  const std::string text = run.dump();
+  const uint64_t mine = fnv1a64_bytes(text);
+  std::vector<uint64_t> all(size_t(comm.size()));
+  comm.allgather(&mine, all.data(), sizeof mine);
+  for (int r = 1; r < comm.size(); ++r) {
+    if (all[size_t(r)] == all[0]) continue;
+    throw input_error("rank " + std::to_string(r) +
+                      " would train another run than rank 0 (its data or configuration differs: "
+                      "run-line hash " + data_hash_text(all[size_t(r)]) + " vs " +
+                      data_hash_text(all[0]) + "); every rank must read the same data and flags");
+  }
+}
+
+int run_train(TrainArgs& a) {
+  Comm& comm = Comm::world();
+  a.ranks = comm.size();
+  if (a.ranks > kMaxRanks) {
+    throw usage_error("mpirun -np " + std::to_string(a.ranks) + ": at most " +
+                      std::to_string(kMaxRanks) + " ranks (one gradient-norm chunk each)");
+  }
+  // Only rank 0 prints, writes the trace, the plot and the checkpoints; errors go to stderr.
+  if (!comm.root()) {
+    if (!std::freopen("/dev/null", "w", stdout)) throw input_error("cannot silence rank output");
+    a.trace.clear(), a.plot.clear();
+  }
+  require_names(a);
+  RunPlan p = ranked_plan(a, comm);
   refuse_clobbering(a, p);
   // Before step 1, not after the whole run (--out is checked by prepare_checkpoint_dir).
   if (!a.trace.empty()) check_writable("--trace", a.trace);
@@ -590,15 +659,17 @@ int run_train(const TrainArgs& a) {
   }
   p.stop = a.has("--stop-after") ? std::min(a.stop_after, p.train.steps) : p.train.steps;
   // Held until the run ends: no second run saves into (or cleans up) this directory meanwhile.
-  const DirLock lock = p.out.empty() ? DirLock() : prepare_checkpoint_dir(p.out, p.start);
+  const DirLock lock =
+      p.out.empty() || !comm.root() ? DirLock() : prepare_checkpoint_dir(p.out, p.start);
 
-  check_memory(estimate_memory(p.model, p.train), available_memory());
+  check_memory(estimate_memory(p.model, p.train, a.ranks), available_memory());
   // Memory from here on is the model's: reset the peak so loading's transients do not count.
   reset_peak_resident();
   const size_t baseline = resident_bytes();
-  Trainer trainer(p.model, p.train, std::move(p.data));
+  Trainer trainer(p.model, p.train, std::move(p.data), comm);
   initialise(trainer, p, a);
   const Json run = trainer.describe(p.preset, p.init);
+  check_ranks_agree(comm, run);
   const std::vector<Json> head =
       a.trace.empty() ? std::vector<Json>{} : trace_head(a.trace, run, p);
   TraceWriter trace(a.trace, head);
@@ -613,19 +684,19 @@ int run_train(const TrainArgs& a) {
 
   catch_stop_signals();
   const int done = train_loop(trainer, log, saver, {p.start, p.stop, a.skip_nonfinite});
-  if (g_stop_signal != 0) {
+  if (any_rank(comm, g_stop_signal != 0)) {
     const int code = stop_on_signal(trainer, saver, p, done);
     write_plot(a, p, log.lines);
     return code;
   }
   if (p.stop == p.train.steps) {
-    print_sample(trainer);
+    if (comm.root()) print_sample(trainer);
   } else {
     std::printf("stopped after step %d of %d; continue with: reftrain train --resume %s\n", p.stop,
                 p.train.steps, p.out.c_str());
   }
   write_plot(a, p, log.lines);
-  report_memory(trace, baseline, estimate_memory(p.model, p.train));
+  report_memory(trace, baseline, estimate_memory(p.model, p.train, a.ranks));
   return 0;
 }
 

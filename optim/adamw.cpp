@@ -27,18 +27,12 @@ using adamw_core::Coeffs;
 using adamw_core::make_coeffs;
 using adamw_core::mirror_scalar;
 
-constexpr int kNormChunks = 64;
-
 // Elements per OpenMP block of the xsimd AdamW kernels: 64 KiB of each fp32 stream, a multiple
 // of every batch width. Blocks are fixed, so the split does not depend on the thread count.
 constexpr size_t kBlock = 16384;
 
 // ----------------------------------------------------------------------------------------------
 // reduce_norm_sq
-
-size_t chunk_begin(size_t n, int c) {
-  return n * size_t(c) / kNormChunks;
-}
 
 // One chunk in xsimd, the same bits on every ISA. Lanes are widened to double before squaring, so
 // every g² is exact (a 24-bit mantissa squared fits in 53 bits; the smallest float squared,
@@ -97,36 +91,52 @@ void adamw_simd(float* w, float* g, float* m, float* v, f16* w16, size_t n, cons
 
 // ----------------------------------------------------------------------------------------------
 
-double reduce_norm_sq(const float* g, size_t n) {
-  double partial[kNormChunks];
-#pragma omp parallel for schedule(static)
-  for (int c = 0; c < kNormChunks; ++c) {
-    const size_t begin = chunk_begin(n, c);
-    const size_t end = chunk_begin(n, c + 1);
-    double s = 0.0;
-    for (size_t i = begin; i < end; ++i) {
-      if (std::isfinite(g[i])) s += double(g[i]) * double(g[i]);
-    }
-    partial[c] = s;
-  }
+size_t norm_chunk_begin(size_t n, int c) {
+  return n * size_t(c) / kNormChunks;
+}
+
+double add_norm_partials(const double* partial) {
   double total = 0.0;
   for (int c = 0; c < kNormChunks; ++c) total += partial[c];
   return total;
+}
+
+void norm_sq_partials(const float* window, size_t window_begin, size_t n, int first, int last,
+                      double* partial) {
+#pragma omp parallel for schedule(static)
+  for (int c = first; c < last; ++c) {
+    double s = 0.0;
+    for (size_t i = norm_chunk_begin(n, c); i < norm_chunk_begin(n, c + 1); ++i) {
+      const float g = window[i - window_begin];
+      if (std::isfinite(g)) s += double(g) * double(g);
+    }
+    partial[c - first] = s;
+  }
+}
+
+double reduce_norm_sq(const float* g, size_t n) {
+  double partial[kNormChunks];
+  norm_sq_partials(g, 0, n, 0, kNormChunks, partial);
+  return add_norm_partials(partial);
 }
 
 // The same 64 chunks as the reference, each summed by chunk_norm_sq, the chunk sums in order.
 // Every g² is exact in both, so they differ only in the order of the additions: each term goes
 // through at most ⌈n/64⌉ + 80 double additions in either, and each result is within γ_k·Σg² of
 // the exact sum (k = ⌈n/64⌉ + 80, γ_k = k·2^-53 / (1 - k·2^-53)); they agree to 2·γ_k·Σg².
+void norm_sq_partials_fast(const float* window, size_t window_begin, size_t n, int first, int last,
+                           double* partial) {
+#pragma omp parallel for schedule(static)
+  for (int c = first; c < last; ++c) {
+    const size_t begin = norm_chunk_begin(n, c) - window_begin;
+    partial[c - first] = chunk_norm_sq(window, begin, norm_chunk_begin(n, c + 1) - window_begin);
+  }
+}
+
 double reduce_norm_sq_fast(const float* g, size_t n) {
   double partial[kNormChunks];
-#pragma omp parallel for schedule(static)
-  for (int c = 0; c < kNormChunks; ++c) {
-    partial[c] = chunk_norm_sq(g, chunk_begin(n, c), chunk_begin(n, c + 1));
-  }
-  double total = 0.0;
-  for (int c = 0; c < kNormChunks; ++c) total += partial[c];
-  return total;
+  norm_sq_partials_fast(g, 0, n, 0, kNormChunks, partial);
+  return add_norm_partials(partial);
 }
 
 GradStats finalize_grad_stats(double norm_sq, float max_norm) {

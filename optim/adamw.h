@@ -35,6 +35,19 @@ double reduce_norm_sq(const float* g, size_t n);
 // Same as reduce_norm_sq except that the chunks run on OpenMP threads, 16 lanes at a time.
 double reduce_norm_sq_fast(const float* g, size_t n);
 
+// The chunks are a property of the buffer: chunk c of n elements is [norm_chunk_begin(n, c),
+// norm_chunk_begin(n, c + 1)). A data-parallel run computes some chunks' sums on each rank and
+// adds all kNormChunks of them in order (add_norm_partials), which gives the bits of the call
+// above. partial[c - first] = Σ g² of chunk c for c in [first, last), where element i of the
+// buffer is window[i - window_begin] (the window must hold those chunks).
+constexpr int kNormChunks = 64;
+size_t norm_chunk_begin(size_t n, int c);
+void norm_sq_partials(const float* window, size_t window_begin, size_t n, int first, int last,
+                      double* partial);
+void norm_sq_partials_fast(const float* window, size_t window_begin, size_t n, int first, int last,
+                           double* partial);
+double add_norm_partials(const double* partial);  // the kNormChunks sums, in order
+
 // grad_norm = √norm_sq; clip = min(1, max_norm / max(grad_norm, 1e-6)), or 1 when max_norm is 0
 // (clipping off).
 GradStats finalize_grad_stats(double norm_sq, float max_norm);

@@ -1,5 +1,8 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "optim/adamw8bit.h"
 
 namespace reftrain {
@@ -9,21 +12,32 @@ size_t quant_scale_count(size_t wd_end, size_t total) {
 }
 
 size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, size_t total) {
-  if (kind == Optimizer::kAdamW) return 2 * total * sizeof(float);
-  return 2 *
-         (quant_words(total) * sizeof(uint32_t) + quant_scale_count(wd_end, total) * sizeof(float));
+  return optimizer_state_bytes(kind, wd_end, Shard{0, total});
+}
+
+size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, const Shard& shard) {
+  if (kind == Optimizer::kAdamW) return 2 * shard.size() * sizeof(float);
+  const size_t scales =
+      quant_scale_index(shard.end, wd_end) - quant_scale_index(shard.begin, wd_end);
+  return 2 * (quant_words(shard.size()) * sizeof(uint32_t) + scales * sizeof(float));
 }
 
 OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels)
-    : kind_(kind), kernels_(kernels), wd_end_(wd_end), total_(total) {
+    : OptimizerState(kind, wd_end, total, kernels, Shard{0, total}) {}
+
+OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels,
+                               Shard shard)
+    : kind_(kind), kernels_(kernels), wd_end_(wd_end), total_(total), shard_(shard) {
+  const size_t n = shard_.size();
   if (kind == Optimizer::kAdamW) {
-    m_ = AlignedBuffer<float>(total_);
-    v_ = AlignedBuffer<float>(total_);
+    m_ = AlignedBuffer<float>(n);
+    v_ = AlignedBuffer<float>(n);
   } else {
-    m_codes_ = AlignedBuffer<uint32_t>(quant_words(total_));
-    v_codes_ = AlignedBuffer<uint32_t>(quant_words(total_));
-    m_scales_ = AlignedBuffer<float>(quant_scale_count(wd_end_, total_));
-    v_scales_ = AlignedBuffer<float>(quant_scale_count(wd_end_, total_));
+    const size_t scales = quant_scale_index(shard_.end, wd_end_) - first_scale();
+    m_codes_ = AlignedBuffer<uint32_t>(quant_words(n));
+    v_codes_ = AlignedBuffer<uint32_t>(quant_words(n));
+    m_scales_ = AlignedBuffer<float>(scales);
+    v_scales_ = AlignedBuffer<float>(scales);
   }
 }
 
@@ -32,6 +46,9 @@ OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kern
 GradStats OptimizerState::step(float* w, float* g, f16* w16, const AdamWHyper& hp, float max_norm,
                                int t) {
   using D = KernelDump;
+  if (shard_.begin != 0 || shard_.end != total_) {
+    throw std::logic_error("OptimizerState::step: a sharded state takes apply()");
+  }
   const bool fast = kernels_ == Kernels::kFast;
   double norm_sq = 0.0;
   float result = 0.0f, stats_out[2] = {0.0f, 0.0f};
@@ -46,28 +63,44 @@ GradStats OptimizerState::step(float* w, float* g, f16* w16, const AdamWHyper& h
               stats = finalize_grad_stats(norm_sq, max_norm);
               stats_out[0] = stats.grad_norm, stats_out[1] = stats.clip;
             });
-  update(w, g, w16, {0, wd_end_, hp.wd}, stats, hp, t);
-  update(w, g, w16, {wd_end_, total_ - wd_end_, 0.0f}, stats, hp, t);
-  if (kind_ == Optimizer::kAdamW8bit && w16) {
-    dump_call(
-        dump_, "optim", "cast_f32_to_f16", {D::in("src", w, total_), D::out("dst", w16, total_)},
-        [&] { fast ? cast_f32_to_f16_fast(w16, w, total_) : cast_f32_to_f16(w16, w, total_); });
-  }
+  apply(w, g, 0, w16, stats, hp, t);
   return stats;
 }
 
-void OptimizerState::update(float* w_all, float* g_all, f16* w16_all, const Range& r,
-                            const GradStats& stats, AdamWHyper hp, int t) {
+void OptimizerState::apply(float* w, float* g, size_t g_begin, f16* w16, const GradStats& stats,
+                           const AdamWHyper& hp, int t) {
+  using D = KernelDump;
+  const Range ranges[2] = {{0, wd_end_, hp.wd}, {wd_end_, total_ - wd_end_, 0.0f}};
+  const bool whole = shard_.begin == 0 && shard_.end == total_;
+  for (const Range& r : ranges) {  // each range's part in the shard (a whole state: the range)
+    const size_t begin = std::max(r.begin, shard_.begin);
+    const size_t end = std::min(r.begin + r.size, shard_.end);
+    if (whole || begin < end) update(w, g, g_begin, w16, {begin, end - begin, r.wd}, stats, hp, t);
+  }
+  if (kind_ == Optimizer::kAdamW8bit && w16) {
+    float* src = w + shard_.begin;
+    f16* dst = w16 + shard_.begin;
+    const size_t n = shard_.size();
+    const bool fast = kernels_ == Kernels::kFast;
+    dump_call(dump_, "optim", "cast_f32_to_f16", {D::in("src", src, n), D::out("dst", dst, n)},
+              [&] { fast ? cast_f32_to_f16_fast(dst, src, n) : cast_f32_to_f16(dst, src, n); });
+  }
+}
+
+// r lies in the shard and in one range; the state's buffers start at the shard's first element.
+void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, f16* w16_all,
+                            const Range& r, const GradStats& stats, AdamWHyper hp, int t) {
   using D = KernelDump;
   hp.wd = r.wd;
   const bool fast = kernels_ == Kernels::kFast;
+  const size_t at = r.begin - shard_.begin;  // r's first element in the state's buffers
   float* w = w_all + r.begin;
-  float* g = g_all + r.begin;
+  float* g = g_all + (r.begin - g_begin);
   const float grad_stats[2] = {stats.grad_norm, stats.clip};
   const size_t n = r.size;
   if (kind_ == Optimizer::kAdamW8bit) {
-    const size_t first_block = r.begin == 0 ? 0 : quant_blocks(wd_end_);
-    uint32_t *mc = m_codes_.data() + r.begin / 4, *vc = v_codes_.data() + r.begin / 4;
+    const size_t first_block = quant_scale_index(r.begin, wd_end_) - first_scale();
+    uint32_t *mc = m_codes_.data() + at / 4, *vc = v_codes_.data() + at / 4;
     float *ms = m_scales_.data() + first_block, *vs = v_scales_.data() + first_block;
     const size_t bytes = (n + 3) / 4 * 4, blocks = quant_blocks(n);
     dump_call(dump_, "optim", "adamw_8bit_update",
@@ -80,7 +113,7 @@ void OptimizerState::update(float* w_all, float* g_all, f16* w16_all, const Rang
               });
     return;
   }
-  float *m = m_.data() + r.begin, *v = v_.data() + r.begin;
+  float *m = m_.data() + at, *v = v_.data() + at;
   const size_t call = dump_ ? dump_->begin("optim", w16_all ? "adamw_update_f16" : "adamw_update",
                                            {D::io("w", w, n), D::io("g", g, n), D::io("m", m, n),
                                             D::io("v", v, n), D::in("grad_stats", grad_stats, 2)})

@@ -17,6 +17,7 @@
 #include "ops/kernel_dump.h"
 #include "ops/kernels.h"
 #include "optim/adamw.h"
+#include "optim/zero_shard.h"
 #include "simd/aligned_buffer.h"
 
 namespace reftrain {
@@ -27,25 +28,38 @@ enum class Optimizer { kAdamW, kAdamW8bit };
 // adamw8bit: fp32 scales per moment, one per 256-element block of the wd range, then of the
 // no-wd range (each range starts a block).
 size_t quant_scale_count(size_t wd_end, size_t total);
-// Bytes of optimizer state for `total` mega-buffer slots.
+// Bytes of optimizer state for `total` mega-buffer slots, or for the part of them in `shard`.
 size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, size_t total);
+size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, const Shard& shard);
 
 class OptimizerState {
  public:
-  // Zero state (m = v = 0) for a mega-buffer of `total` floats whose first `wd_end` decay.
+  // Zero state (m = v = 0) for a mega-buffer of `total` floats whose first `wd_end` decay: all
+  // of it, or (ZeRO-1, optim/zero_shard.h) only the elements of `shard`, which starts on a block
+  // boundary.
   OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels = Kernels::kFast);
+  OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels, Shard shard);
 
-  // One step at t ≥ 1: updates w (and the mirror w16, when not null) from g with hp (hp.wd is
-  // the wd range's decay; the no-wd range uses 0) after clipping the global norm to max_norm
-  // (0 = off), then leaves g zeroed.
+  // One step at t ≥ 1 of a state that holds the whole buffer: updates w (and the mirror w16,
+  // when not null) from g with hp (hp.wd is the wd range's decay; the no-wd range uses 0) after
+  // clipping the global norm to max_norm (0 = off), then leaves g zeroed.
   GradStats step(float* w, float* g, f16* w16, const AdamWHyper& hp, float max_norm, int t);
+  // The update alone, on this state's shard, with the step's norm already known: w and w16
+  // hold the whole buffer, g the gradient from element g_begin on (covering the shard); the
+  // shard's g is left zeroed. step() is the norm, then apply() with g_begin 0.
+  void apply(float* w, float* g, size_t g_begin, f16* w16, const GradStats& stats,
+             const AdamWHyper& hp, int t);
+  const Shard& shard() const { return shard_; }
+  // adamw8bit: the index, among all the buffer's block scales, of this shard's first.
+  size_t first_scale() const { return quant_scale_index(shard_.begin, wd_end_); }
   // Records every kernel call of the following steps into `dump` as layer `optim` (null: off).
   void set_dump(KernelDump* dump) { dump_ = dump; }
 
   // The state itself, for checkpoints. adamw: m and v, fp32 in the layout of w. adamw8bit:
   // m_codes and v_codes, one byte per element of w (4 per uint32, element 4i+j in byte j), and
   // m_scales and v_scales, one per 256-element block: the wd range's blocks, then the no-wd
-  // range's. The buffers of the other kind are empty.
+  // range's. The buffers of the other kind are empty. A sharded state holds the shard's part:
+  // elements (and code bytes) from shard().begin, scales from first_scale().
   Optimizer kind() const { return kind_; }
   AlignedBuffer<float>& m() { return m_; }
   AlignedBuffer<float>& v() { return v_; }
@@ -59,12 +73,13 @@ class OptimizerState {
     size_t begin, size;  // in mega-buffer elements; begin is a multiple of 4
     float wd;
   };
-  void update(float* w, float* g, f16* w16, const Range& r, const GradStats& stats, AdamWHyper hp,
-              int t);
+  void update(float* w, float* g, size_t g_begin, f16* w16, const Range& r,
+              const GradStats& stats, AdamWHyper hp, int t);
 
   Optimizer kind_;
   Kernels kernels_;
   size_t wd_end_, total_;
+  Shard shard_;  // the elements this state holds: [0, total) unless sharded
   AlignedBuffer<float> m_, v_;                 // adamw: fp32 moments, layout of w
   AlignedBuffer<uint32_t> m_codes_, v_codes_;  // adamw8bit: 4 codes per word, layout of w
   AlignedBuffer<float> m_scales_, v_scales_;   // adamw8bit: wd range's blocks, then no-wd's

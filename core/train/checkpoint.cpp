@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -111,25 +112,43 @@ std::vector<StateTensor> state_tensors(const ParamLayout& layout, Optimizer kind
   return out;
 }
 
-// Where optimizer tensor `b` lives (the weights live in the model).
-uint8_t* optimizer_buffer(Buf b, OptimizerState& opt, size_t offset) {
+// Where optimizer tensor `b`'s kind of state lives: the bytes an OptimizerState holds, and where
+// they start in the whole state (a sharded state holds a part: optimizer.h). The weights live in
+// the model.
+struct StateBytes {
+  uint8_t* data;
+  size_t begin, bytes;  // the whole state's bytes [begin, begin + bytes)
+};
+StateBytes optimizer_bytes(Buf b, OptimizerState& opt) {
+  const auto of = [](auto& buffer, size_t first) {
+    using T = std::remove_reference_t<decltype(*buffer.data())>;
+    return StateBytes{reinterpret_cast<uint8_t*>(buffer.data()), first * sizeof(T),
+                      buffer.size() * sizeof(T)};
+  };
   switch (b) {
     case Buf::kM:
-      return reinterpret_cast<uint8_t*>(opt.m().data() + offset);
+      return of(opt.m(), opt.shard().begin);
     case Buf::kV:
-      return reinterpret_cast<uint8_t*>(opt.v().data() + offset);
-    case Buf::kMCodes:
-      return reinterpret_cast<uint8_t*>(opt.m_codes().data()) + offset;
+      return of(opt.v(), opt.shard().begin);
+    case Buf::kMCodes:  // four codes per word: the word of element i holds byte i
+      return {reinterpret_cast<uint8_t*>(opt.m_codes().data()), opt.shard().begin,
+              opt.m_codes().size() * sizeof(uint32_t)};
     case Buf::kVCodes:
-      return reinterpret_cast<uint8_t*>(opt.v_codes().data()) + offset;
+      return {reinterpret_cast<uint8_t*>(opt.v_codes().data()), opt.shard().begin,
+              opt.v_codes().size() * sizeof(uint32_t)};
     case Buf::kMScales:
-      return reinterpret_cast<uint8_t*>(opt.m_scales().data() + offset);
+      return of(opt.m_scales(), opt.first_scale());
     case Buf::kVScales:
-      return reinterpret_cast<uint8_t*>(opt.v_scales().data() + offset);
+      return of(opt.v_scales(), opt.first_scale());
     case Buf::kWeights:
       break;
   }
-  throw std::logic_error("optimizer_buffer: the weights are the model's");
+  throw std::logic_error("optimizer_bytes: the weights are the model's");
+}
+
+// Tensor t's bytes in the whole state: weights-shaped m and v sit at their tensor's offset.
+size_t state_byte_offset(const StateTensor& t) {
+  return t.buf == Buf::kM || t.buf == Buf::kV ? t.offset * sizeof(float) : t.offset;
 }
 
 // ---- metadata ---------------------------------------------------------------------------------
@@ -544,8 +563,12 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
   const std::string path = (fs::path(dir) / checkpoint_file_name(meta.step)).string();
   std::vector<TensorRef> refs;
   for (const StateTensor& t : state_tensors(model.layout(), meta.train.optimizer)) {
-    const void* data = t.buf == Buf::kWeights ? static_cast<const void*>(model.weights() + t.offset)
-                                              : optimizer_buffer(t.buf, optimizer, t.offset);
+    const void* data = static_cast<const void*>(model.weights() + t.offset);
+    if (t.buf != Buf::kWeights) {
+      const StateBytes held = optimizer_bytes(t.buf, optimizer);
+      if (held.begin != 0) throw std::logic_error("save_checkpoint: a sharded optimizer state");
+      data = held.data + state_byte_offset(t);
+    }
     refs.push_back({t.name, t.dtype, t.shape, data});
   }
   std::map<std::string, std::string> md = metadata(meta, run, model.layout());
@@ -635,7 +658,14 @@ void restore_optimizer(const Checkpoint& ckpt, OptimizerState& optimizer) {
   for (const StateTensor& t : state_tensors(layout, ckpt.meta.train.optimizer)) {
     if (t.buf == Buf::kWeights) continue;
     const SafeTensor& s = ckpt.file.get(t.name, t.shape);
-    std::memcpy(optimizer_buffer(t.buf, optimizer, t.offset), s.bytes.data(), t.bytes);
+    // The part of the tensor the state holds (all of it, unless the state is a shard).
+    const StateBytes held = optimizer_bytes(t.buf, optimizer);
+    const size_t at = state_byte_offset(t);
+    const size_t begin = std::max(at, held.begin);
+    const size_t end = std::min(at + t.bytes, held.begin + held.bytes);
+    if (begin < end) {
+      std::memcpy(held.data + (begin - held.begin), s.bytes.data() + (begin - at), end - begin);
+    }
   }
 }
 

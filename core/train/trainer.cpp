@@ -41,12 +41,17 @@ void check_val_batches(const Dataset& data, const TrainConfig& train) {
                     std::to_string(most) + " (--val-batches)");
 }
 
-MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t) {
+MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, int ranks) {
   const ParamLayout layout = param_layout(model);
   const size_t mirror = t.precision == Precision::kMixed ? layout.total() * sizeof(f16) : 0;
-  const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), layout.total());
-  const size_t grad_sum = t.grad_accum > 1 ? layout.total() * sizeof(float) : 0;
+  // Rank 0's shard: the shards differ by less than one norm chunk.
+  const ZeroShard shard = zero_shard(layout.wd_end(), layout.total(), 0, ranks);
+  const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), shard.state);
+  const size_t grad_sum = ranks > 1        ? (size_t(ranks) + 1) * shard.window.size() * 4
+                          : t.grad_accum > 1 ? layout.total() * sizeof(float)
+                                             : 0;
   return {layout.num_params(), 2 * layout.total() * sizeof(float) + grad_sum + state + mirror,
+          state,
           activation_floats(model, t.batch, t.seq, t.attention) * sizeof(float) +
               matmul_workspace_bytes(model, t.precision, t.matmul)};
 }
@@ -60,12 +65,16 @@ void check_memory(const MemoryEstimate& need, const MemoryLimit& limit, const st
       mib(limit.bytes) + " is available (" + limit.source + "); " + fix);
 }
 
-Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data)
+Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data, Comm& comm)
     : train_(train),
+      comm_(comm),
       data_(checked(std::move(data), model, train)),
       model_(make_model(model, model_options(train))),
       optimizer_(train.optimizer, model_->layout().wd_end(), model_->layout().total(),
-                 train.kernels),
+                 train.kernels,
+                 zero_shard(model_->layout().wd_end(), model_->layout().total(), comm.rank(),
+                            comm.size())
+                     .state),
       inputs_(size_t(train.batch) * train.seq),
       targets_(size_t(train.batch) * train.seq),
       train_batches_(data_.train, train.batch, train.seq, sampler_mode(data_), train.seed,
@@ -73,20 +82,29 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
       val_batches_(data_.val, train.batch, train.seq, sampler_mode(data_), train.seed,
                    RngStream::kValData),
       schedule_(lr_schedule(train)),
-      grad_sum_(train.grad_accum > 1 ? model_->layout().total() : 0) {
+      grad_sum_(train.grad_accum > 1 && comm.size() == 1 ? model_->layout().total() : 0) {
+  if (train.grad_accum % comm.size() != 0) {
+    throw std::logic_error("Trainer: the ranks do not divide the step's micro-batches");
+  }
+  if (comm.size() > 1) {
+    dp_ = std::make_unique<DataParallel>(comm, model_->layout().wd_end(),
+                                         model_->layout().total());
+  }
   model_->init_weights(train.seed);
 }
 
 StepResult Trainer::step(int k) {
   const auto t0 = std::chrono::steady_clock::now();
-  const float loss = accumulate_micro_batches(k);
+  const float loss = dp_ ? data_parallel_micro_batches(k) : accumulate_micro_batches(k);
   const float lr = learning_rate(schedule_, k);
   StepResult r{k + 1, loss, lr, std::nanf(""), std::nanf(""), 0.0, !std::isfinite(loss)};
   if (!r.skipped) {
     const AdamWHyper hp{lr, train_.beta1, train_.beta2, train_.eps, train_.wd};
     float* g = train_.grad_accum > 1 ? grad_sum_.data() : model_->grads();
     const GradStats stats =
-        optimizer_.step(model_->weights(), g, model_->mirror(), hp, train_.clip, int(++updates_));
+        dp_ ? data_parallel_update(hp)
+            : optimizer_.step(model_->weights(), g, model_->mirror(), hp, train_.clip,
+                              int(++updates_));
     r.grad_norm = stats.grad_norm, r.clip = stats.clip;
   }
   const auto t1 = std::chrono::steady_clock::now();
@@ -114,6 +132,43 @@ float Trainer::accumulate_micro_batches(int k) {
     sum += loss;
   }
   return static_cast<float>(sum / K);
+}
+
+// Round j: micro-batch k·M + j·N + rank on this rank, then the exchange that adds the round's N
+// gradients in micro-batch order. Every rank sees every loss, so all skip a non-finite step
+// together, at the micro-batch where one process would have stopped, with its loss.
+float Trainer::data_parallel_micro_batches(int k) {
+  const int B = train_.batch, T = train_.seq, M = train_.grad_accum;
+  const int N = comm_.size(), K = M / N;
+  std::vector<float> losses;  // micro-batch order
+  for (int j = 0; j < K; ++j) {
+    const uint64_t index = uint64_t(k) * uint64_t(M) + uint64_t(j) * N + uint64_t(comm_.rank());
+    train_batches_.fill(index, inputs_.data(), targets_.data());
+    const std::vector<float> round = dp_->gather(model_->forward(inputs_.data(), targets_.data(), B, T));
+    for (const float loss : round) {
+      if (!std::isfinite(loss)) return loss;
+    }
+    losses.insert(losses.end(), round.begin(), round.end());
+    model_->backward();
+    dp_->add_round(model_->grads(), j == 0);
+  }
+  double sum = 0.0;
+  for (const float loss : losses) sum += loss;
+  return static_cast<float>(sum / M);
+}
+
+// The norm from every rank's chunks, this rank's shard of the update, then the weights shared.
+GradStats Trainer::data_parallel_update(const AdamWHyper& hp) {
+  const GradStats stats =
+      finalize_grad_stats(dp_->norm_sq(train_.kernels == Kernels::kFast), train_.clip);
+  optimizer_.apply(model_->weights(), dp_->window(), dp_->shard().window.begin, model_->mirror(),
+                   stats, hp, int(++updates_));
+  dp_->share_weights(model_->weights(), model_->mirror());
+  return stats;
+}
+
+std::unique_ptr<OptimizerState> Trainer::gather_optimizer() {
+  return dp_ ? dp_->gather_state(optimizer_) : nullptr;
 }
 
 namespace {
@@ -190,9 +245,20 @@ float Trainer::validate() {
     n = std::min(n, available);
   }
   double sum = 0.0;
-  for (int k = 0; k < n; ++k) {
-    val_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
-    sum += model_->forward(inputs_.data(), targets_.data(), B, T);
+  const int N = comm_.size();
+  for (int first = 0; first < n; first += N) {  // batches first .. first+N-1, one per rank
+    const int k = first + comm_.rank();
+    float loss = 0.0f;
+    if (k < n) {
+      val_batches_.fill(uint64_t(k), inputs_.data(), targets_.data());
+      loss = model_->forward(inputs_.data(), targets_.data(), B, T);
+    }
+    if (N == 1) {
+      sum += loss;
+      continue;
+    }
+    const std::vector<float> losses = dp_->gather(loss);
+    for (int r = 0; r < N && first + r < n; ++r) sum += losses[size_t(r)];
   }
   return static_cast<float>(sum / n);
 }
