@@ -629,8 +629,9 @@ void check_ranks_agree(Comm& comm, const Json& run) {
     if (all[size_t(r)] == all[0]) continue;
     throw input_error("rank " + std::to_string(r) +
                       " would train another run than rank 0 (its data or configuration differs: "
-                      "run-line hash " + data_hash_text(all[size_t(r)]) + " vs " +
-                      data_hash_text(all[0]) + "); every rank must read the same data and flags");
+                      "run-line hash " +
+                      data_hash_text(all[size_t(r)]) + " vs " + data_hash_text(all[0]) +
+                      "); every rank must read the same data and flags");
   }
 }
 

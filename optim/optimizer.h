@@ -73,14 +73,14 @@ class OptimizerState {
     size_t begin, size;  // in mega-buffer elements; begin is a multiple of 4
     float wd;
   };
-  void update(float* w, float* g, size_t g_begin, f16* w16, const Range& r,
-              const GradStats& stats, AdamWHyper hp, int t);
+  void update(float* w, float* g, size_t g_begin, f16* w16, const Range& r, const GradStats& stats,
+              AdamWHyper hp, int t);
 
   Optimizer kind_;
   Kernels kernels_;
   size_t wd_end_, total_;
-  Shard shard_;  // the elements this state holds: [0, total) unless sharded
-  AlignedBuffer<float> m_, v_;                 // adamw: fp32 moments, layout of w
+  Shard shard_;                 // the elements this state holds: [0, total) unless sharded
+  AlignedBuffer<float> m_, v_;  // adamw: fp32 moments, layout of w
   AlignedBuffer<uint32_t> m_codes_, v_codes_;  // adamw8bit: 4 codes per word, layout of w
   AlignedBuffer<float> m_scales_, v_scales_;   // adamw8bit: wd range's blocks, then no-wd's
   KernelDump* dump_ = nullptr;

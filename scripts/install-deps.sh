@@ -14,6 +14,7 @@ packages=(
   libopenblas-dev  # bench/bench_matmul's peer only: reftrain itself links no BLAS
   python3 python3-torch python3-numpy
   librsvg2-bin util-linux  # tests: rsvg-convert renders loss plots; unshare/mount, fault tests
+  libopenmpi-dev openmpi-bin  # data-parallel training: mpirun -np N reftrain train
   fortunes
   # WebGPU tests (scripts/install-webgpu.sh): the Vulkan loader, and what the backported lavapipe
   # driver links against; the driver itself is unpacked into .deps/webgpu/, not installed.

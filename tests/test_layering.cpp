@@ -1,7 +1,7 @@
 // The dependency direction of the tree: apps -> core (golden -> train -> formats -> model ->
-// tokenizer -> dist -> base) -> optim -> ops -> simd. Every project #include in a source file must name a
-// header of its own folder or of a folder below it; an edge back up fails here, with the file and
-// line.
+// tokenizer -> dist -> base) -> optim -> ops -> simd. Every project #include in a source file must
+// name a header of its own folder or of a folder below it; an edge back up fails here, with the
+// file and line.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 
 // The folders from the bottom up; a folder may include from itself and any folder before it.
 const std::vector<std::string> kLayers = {
-    "simd",          "ops",        "optim",        "core/base",  "core/dist",
-    "core/tokenizer", "core/model", "core/formats", "core/train", "core/golden", "apps"};
+    "simd",       "ops",          "optim",      "core/base",   "core/dist", "core/tokenizer",
+    "core/model", "core/formats", "core/train", "core/golden", "apps"};
 
 // The layer of a path relative to the repository root, or -1 when it is in none (tests, bench,
 // fuzz, system headers).

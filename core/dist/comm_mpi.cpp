@@ -98,8 +98,8 @@ void Comm::alltoall_parts(const void* send, const std::vector<Part>& send_parts,
   for (int peer = 0; peer < size_ && mpi_; ++peer) {
     if (peer == rank_) continue;
     post(requests, false, r + recv_parts[peer].offset, recv_parts[peer].bytes, peer);
-    post(requests, true, const_cast<uint8_t*>(s + send_parts[peer].offset),
-         send_parts[peer].bytes, peer);
+    post(requests, true, const_cast<uint8_t*>(s + send_parts[peer].offset), send_parts[peer].bytes,
+         peer);
   }
   wait_all(requests);
 }

@@ -42,9 +42,8 @@ void DataParallel::add_round(float* g, bool first_round) {
 double DataParallel::norm_sq(bool fast) {
   double partial[kNormChunks] = {};
   const ZeroShard& s = shard();
-  (fast ? norm_sq_partials_fast : norm_sq_partials)(sum_.data(), s.window.begin, total_,
-                                                     s.first_chunk, s.last_chunk,
-                                                     partial + s.first_chunk);
+  (fast ? norm_sq_partials_fast : norm_sq_partials)(
+      sum_.data(), s.window.begin, total_, s.first_chunk, s.last_chunk, partial + s.first_chunk);
   std::vector<Part> parts;
   for (const ZeroShard& z : shards_) {
     parts.push_back({size_t(z.first_chunk) * sizeof(double),
@@ -81,8 +80,8 @@ std::unique_ptr<OptimizerState> DataParallel::gather_state(OptimizerState& mine)
     elements.push_back(part_of<float>(z.state));
     codes.push_back({z.state.begin, quant_words(z.state.size()) * sizeof(uint32_t)});
     const size_t first = quant_scale_index(z.state.begin, wd_end_);
-    scales.push_back({first * sizeof(float),
-                      (quant_scale_index(z.state.end, wd_end_) - first) * sizeof(float)});
+    scales.push_back(
+        {first * sizeof(float), (quant_scale_index(z.state.end, wd_end_) - first) * sizeof(float)});
   }
   const auto dst = [&whole](auto buffer) -> void* {
     return whole ? static_cast<void*>(((*whole).*buffer)().data()) : nullptr;

@@ -47,7 +47,7 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, i
   // Rank 0's shard: the shards differ by less than one norm chunk.
   const ZeroShard shard = zero_shard(layout.wd_end(), layout.total(), 0, ranks);
   const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), shard.state);
-  const size_t grad_sum = ranks > 1        ? (size_t(ranks) + 1) * shard.window.size() * 4
+  const size_t grad_sum = ranks > 1          ? (size_t(ranks) + 1) * shard.window.size() * 4
                           : t.grad_accum > 1 ? layout.total() * sizeof(float)
                                              : 0;
   return {layout.num_params(), 2 * layout.total() * sizeof(float) + grad_sum + state + mirror,
@@ -70,11 +70,10 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
       comm_(comm),
       data_(checked(std::move(data), model, train)),
       model_(make_model(model, model_options(train))),
-      optimizer_(train.optimizer, model_->layout().wd_end(), model_->layout().total(),
-                 train.kernels,
-                 zero_shard(model_->layout().wd_end(), model_->layout().total(), comm.rank(),
-                            comm.size())
-                     .state),
+      optimizer_(
+          train.optimizer, model_->layout().wd_end(), model_->layout().total(), train.kernels,
+          zero_shard(model_->layout().wd_end(), model_->layout().total(), comm.rank(), comm.size())
+              .state),
       inputs_(size_t(train.batch) * train.seq),
       targets_(size_t(train.batch) * train.seq),
       train_batches_(data_.train, train.batch, train.seq, sampler_mode(data_), train.seed,
@@ -87,8 +86,7 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
     throw std::logic_error("Trainer: the ranks do not divide the step's micro-batches");
   }
   if (comm.size() > 1) {
-    dp_ = std::make_unique<DataParallel>(comm, model_->layout().wd_end(),
-                                         model_->layout().total());
+    dp_ = std::make_unique<DataParallel>(comm, model_->layout().wd_end(), model_->layout().total());
   }
   model_->init_weights(train.seed);
 }
@@ -101,10 +99,9 @@ StepResult Trainer::step(int k) {
   if (!r.skipped) {
     const AdamWHyper hp{lr, train_.beta1, train_.beta2, train_.eps, train_.wd};
     float* g = train_.grad_accum > 1 ? grad_sum_.data() : model_->grads();
-    const GradStats stats =
-        dp_ ? data_parallel_update(hp)
-            : optimizer_.step(model_->weights(), g, model_->mirror(), hp, train_.clip,
-                              int(++updates_));
+    const GradStats stats = dp_ ? data_parallel_update(hp)
+                                : optimizer_.step(model_->weights(), g, model_->mirror(), hp,
+                                                  train_.clip, int(++updates_));
     r.grad_norm = stats.grad_norm, r.clip = stats.clip;
   }
   const auto t1 = std::chrono::steady_clock::now();
@@ -144,7 +141,8 @@ float Trainer::data_parallel_micro_batches(int k) {
   for (int j = 0; j < K; ++j) {
     const uint64_t index = uint64_t(k) * uint64_t(M) + uint64_t(j) * N + uint64_t(comm_.rank());
     train_batches_.fill(index, inputs_.data(), targets_.data());
-    const std::vector<float> round = dp_->gather(model_->forward(inputs_.data(), targets_.data(), B, T));
+    const std::vector<float> round =
+        dp_->gather(model_->forward(inputs_.data(), targets_.data(), B, T));
     for (const float loss : round) {
       if (!std::isfinite(loss)) return loss;
     }

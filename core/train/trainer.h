@@ -115,7 +115,7 @@ class Trainer {
   std::vector<int32_t> inputs_, targets_;
   BatchSampler train_batches_, val_batches_;
   LrSchedule schedule_;
-  AlignedBuffer<float> grad_sum_;  // K > 1: the micro-batch gradients' sum, layout of w
+  AlignedBuffer<float> grad_sum_;     // K > 1: the micro-batch gradients' sum, layout of w
   std::unique_ptr<DataParallel> dp_;  // several ranks: the exchange and this rank's shards
   int64_t updates_ = 0;
 
