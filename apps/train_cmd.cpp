@@ -520,6 +520,14 @@ int train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan
       "done: steps %d..%d in %s%s\n", plan.start + 1, done,
       duration(progress.total_seconds()).c_str(),
       skipped ? (", " + std::to_string(skipped) + " skipped (loss not finite)").c_str() : "");
+  if (const DataParallel* dp = trainer.data_parallel(); dp && done > plan.start) {
+    const int steps = done - plan.start;
+    std::printf(
+        "exchange: rank 0 sent %.2f MiB per step and spent %.1f ms per step (%.0f%%) in it\n",
+        double(trainer.comm().bytes_sent()) / (1 << 20) / steps,
+        1000.0 * dp->exchange_seconds() / steps,
+        100.0 * dp->exchange_seconds() / progress.total_seconds());
+  }
   return done;
 }
 

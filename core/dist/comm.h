@@ -44,11 +44,14 @@ class Comm {
   [[noreturn]] void abort(int code);
   // Ends MPI cleanly at the end of main (the destructor cannot: MPI must end before exit).
   void finalize();
+  // Bytes this rank has sent to other ranks so far (its share of the traffic).
+  uint64_t bytes_sent() const { return bytes_sent_; }
 
  private:
   Comm();
   int rank_ = 0, size_ = 1;
   bool mpi_ = false;  // MPI was initialised (launched by mpirun, built with MPI)
+  uint64_t bytes_sent_ = 0;
 };
 
 // True on every rank when `flag` is true on any: the ranks agree, e.g. on stopping.

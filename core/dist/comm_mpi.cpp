@@ -75,6 +75,7 @@ void Comm::allgather(const void* send, void* recv, size_t bytes) {
   }
   check(MPI_Allgather(send, int(bytes), MPI_BYTE, recv, int(bytes), MPI_BYTE, MPI_COMM_WORLD),
         "MPI_Allgather");
+  bytes_sent_ += bytes * uint64_t(size_ - 1);
 }
 
 void Comm::allgather_parts(void* buf, const std::vector<Part>& parts) {
@@ -85,6 +86,7 @@ void Comm::allgather_parts(void* buf, const std::vector<Part>& parts) {
     if (peer == rank_) continue;
     post(requests, false, b + parts[peer].offset, parts[peer].bytes, peer);
     post(requests, true, b + parts[rank_].offset, parts[rank_].bytes, peer);
+    bytes_sent_ += parts[rank_].bytes;
   }
   wait_all(requests);
 }
@@ -100,6 +102,7 @@ void Comm::alltoall_parts(const void* send, const std::vector<Part>& send_parts,
     post(requests, false, r + recv_parts[peer].offset, recv_parts[peer].bytes, peer);
     post(requests, true, const_cast<uint8_t*>(s + send_parts[peer].offset), send_parts[peer].bytes,
          peer);
+    bytes_sent_ += send_parts[peer].bytes;
   }
   wait_all(requests);
 }
@@ -115,6 +118,7 @@ void Comm::gather_parts(const void* send, void* recv, const std::vector<Part>& p
     }
   } else {
     post(requests, true, const_cast<uint8_t*>(s), parts[rank_].bytes, 0);
+    bytes_sent_ += parts[rank_].bytes;
   }
   wait_all(requests);
 }

@@ -10,6 +10,19 @@
 namespace reftrain {
 
 namespace {
+// Adds the wall time of its lifetime to `seconds`.
+class Stopwatch {
+ public:
+  explicit Stopwatch(double& seconds) : seconds_(seconds) {}
+  ~Stopwatch() {
+    seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  double& seconds_;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
 // Elements [s.begin, s.end) of a buffer of T, as bytes.
 template <typename T>
 Part part_of(const Shard& s) {
@@ -31,7 +44,10 @@ DataParallel::DataParallel(Comm& comm, size_t wd_end, size_t total)
 }
 
 void DataParallel::add_round(float* g, bool first_round) {
-  comm_.alltoall_parts(g, send_, parts_.data(), recv_);
+  {
+    Stopwatch watch(exchange_seconds_);
+    comm_.alltoall_parts(g, send_, parts_.data(), recv_);
+  }
   const size_t w = sum_.size();
   for (int r = 0; r < comm_.size(); ++r) {
     accumulate_grad(sum_.data(), parts_.data() + size_t(r) * w, w, first_round && r == 0);
@@ -54,6 +70,7 @@ double DataParallel::norm_sq(bool fast) {
 }
 
 void DataParallel::share_weights(float* w, f16* w16) {
+  Stopwatch watch(exchange_seconds_);
   std::vector<Part> parts32, parts16;
   for (const ZeroShard& z : shards_) {
     parts32.push_back(part_of<float>(z.state));

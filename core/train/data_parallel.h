@@ -11,6 +11,7 @@
 // fp16 mirror). No step sums anything inside MPI.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -43,6 +44,10 @@ class DataParallel {
   // A step's or validation's losses: each rank's, in rank order.
   std::vector<float> gather(float loss);
 
+  // Wall time this rank has spent exchanging gradients and weights (waiting for the others
+  // included), for the report at the end of a run.
+  double exchange_seconds() const { return exchange_seconds_; }
+
   // The whole optimizer state, gathered on rank 0 from every rank's shard `mine`, for a
   // checkpoint; null on the other ranks.
   std::unique_ptr<OptimizerState> gather_state(OptimizerState& mine);
@@ -54,6 +59,7 @@ class DataParallel {
   AlignedBuffer<float> sum_;       // this rank's window of the step's gradient sum
   AlignedBuffer<float> parts_;     // one round's N parts of the window, in rank order
   std::vector<Part> send_, recv_;  // where each rank's part lies in g, and in parts_
+  double exchange_seconds_ = 0.0;
 };
 
 }  // namespace reftrain

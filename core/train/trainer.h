@@ -82,6 +82,8 @@ class Trainer {
   // process (optimizer() is whole) and on ranks other than 0; rank 0's gathered copy otherwise.
   std::unique_ptr<OptimizerState> gather_optimizer();
   Comm& comm() { return comm_; }
+  // Several ranks: the exchange (for its traffic and time); null on one process.
+  const DataParallel* data_parallel() const { return dp_.get(); }
   // AdamW updates applied so far: the next one runs at t = updates() + 1. Equal to the steps
   // taken unless steps were skipped; a resumed run sets it from its checkpoint.
   int64_t updates() const { return updates_; }
