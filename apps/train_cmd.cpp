@@ -25,6 +25,7 @@
 #include "core/formats/hf.h"
 #include "core/formats/llmc.h"
 #include "core/formats/trace.h"
+#include "core/model/kernel_profile.h"
 #include "core/train/checkpoint.h"
 #include "core/train/config.h"
 #include "core/train/data.h"
@@ -40,6 +41,7 @@ struct TrainArgs {
   std::string out, resume, plot;
   int save_every = 0, keep = 0, stop_after = 0;
   bool skip_nonfinite = false;
+  bool profile = false;
   TrainConfig over;                // numbers given on the command line; see `given`
   std::deque<FieldOption> fields;  // one per training value a flag sets
   int threads = 0;
@@ -483,9 +485,19 @@ int stop_on_signal(Trainer& trainer, Saver& saver, const RunPlan& p, int step) {
   return 128 + sig;
 }
 
+// Several ranks: rank 0's traffic and the time it spent exchanging, per step.
+void report_exchange(Trainer& trainer, int steps, double seconds) {
+  const DataParallel* dp = trainer.data_parallel();
+  if (!dp || steps <= 0) return;
+  std::printf("exchange: rank 0 sent %.2f MiB per step and spent %.1f ms per step (%.0f%%) in it\n",
+              double(trainer.comm().bytes_sent()) / (1 << 20) / steps,
+              1000.0 * dp->exchange_seconds() / steps, 100.0 * dp->exchange_seconds() / seconds);
+}
+
 struct LoopPlan {
   int start, stop;
   bool skip_nonfinite;
+  KernelProfile* profile;  // --profile: set on the model after the loop's first step (warm-up)
 };
 
 // The steps start+1 .. stop, with validation at step 0, every val_every steps and at the end,
@@ -494,19 +506,25 @@ struct LoopPlan {
 int train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan) {
   const TrainConfig& train = trainer.train_config();
   Progress progress(plan.start, plan.stop, train.steps, tokens_per_step(train));
+  KernelProfile* profiling = nullptr;  // plan.profile once the first step is done
   auto validate_at = [&](int step) {
+    trainer.model().set_profile(nullptr);  // validation's forwards are not training steps
     const float val = trainer.validate();
+    trainer.model().set_profile(profiling);
     char buf[96];
     std::snprintf(buf, sizeof buf, "val  step %d | val loss %.4f", step, val);
     progress.line(buf);
     log.write({{"type", "val"}, {"step", step}, {"val_loss", json_float(val)}});
   };
   if (plan.start == 0) validate_at(0);
-  int skipped = 0, done = plan.start;
+  int skipped = 0, done = plan.start, profiled_steps = 0;
+  double profiled_ms = 0;
   // The ranks stop together, after the same step (mpirun passes a signal on to each rank).
   const auto stop_signal = [&trainer] { return any_rank(trainer.comm(), g_stop_signal != 0); };
   for (int k = plan.start; k < plan.stop && !stop_signal(); ++k) {
     const StepResult r = trainer.step(k);
+    if (plan.profile && k > plan.start) ++profiled_steps, profiled_ms += r.ms;
+    if (plan.profile && k == plan.start) trainer.model().set_profile(profiling = plan.profile);
     progress.step(r);
     log.write(step_line(r));
     if (r.skipped) handle_nonfinite(r, plan.skip_nonfinite, saver, progress), ++skipped;
@@ -520,14 +538,11 @@ int train_loop(Trainer& trainer, RunLog& log, Saver& saver, const LoopPlan& plan
       "done: steps %d..%d in %s%s\n", plan.start + 1, done,
       duration(progress.total_seconds()).c_str(),
       skipped ? (", " + std::to_string(skipped) + " skipped (loss not finite)").c_str() : "");
-  if (const DataParallel* dp = trainer.data_parallel(); dp && done > plan.start) {
-    const int steps = done - plan.start;
-    std::printf(
-        "exchange: rank 0 sent %.2f MiB per step and spent %.1f ms per step (%.0f%%) in it\n",
-        double(trainer.comm().bytes_sent()) / (1 << 20) / steps,
-        1000.0 * dp->exchange_seconds() / steps,
-        100.0 * dp->exchange_seconds() / progress.total_seconds());
+  if (plan.profile) {
+    trainer.model().set_profile(nullptr);
+    plan.profile->print(stdout, profiled_steps, profiled_ms);
   }
+  report_exchange(trainer, done - plan.start, progress.total_seconds());
   return done;
 }
 
@@ -692,7 +707,9 @@ int run_train(TrainArgs& a) {
   if (p.ckpt) std::printf("resumed from %s at step %d\n", p.ckpt->path.c_str(), p.start);
 
   catch_stop_signals();
-  const int done = train_loop(trainer, log, saver, {p.start, p.stop, a.skip_nonfinite});
+  KernelProfile profile;
+  const int done = train_loop(trainer, log, saver,
+                              {p.start, p.stop, a.skip_nonfinite, a.profile ? &profile : nullptr});
   if (any_rank(comm, g_stop_signal != 0)) {
     const int code = stop_on_signal(trainer, saver, p, done);
     write_plot(a, p, log.lines);
@@ -767,6 +784,9 @@ CommandRunner add_train_command(CLI::App& app) {
   }
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")
       ->transform(decimal_int(1, 4096));
+  app.add_flag("--profile", a->profile,
+               "print each kernel's wall time per step at the end (steps 2.., validation "
+               "excluded; see docs/performance.md)");
   add_checkpoint_options(app, *a);
   return [a] { return run_train(*a); };
 }

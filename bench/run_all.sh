@@ -9,20 +9,26 @@
 #      2..STEPS), tokens/s, model FLOP/s and % of the measured peak (the FLOP formula is in
 #      bench/step_report.py and bench/RESULTS.md), each run's time ÷ reftrain's;
 #   3. thread scaling: ms at the fewest threads ÷ ms at each other count.
+# With REPEATS=n each (preset, threads) pair runs reftrain and PyTorch alternately n times and
+# the table reports the median of the n runs (and lists them): on a shared or virtual machine
+# one run of each is not enough.
 #
 # Usage: bench/run_all.sh            (from anywhere; settings through the environment)
 #   BUILD=build                      the cmake build dir (reftrain, bench/bench_*)
 #   THREADS="1 $(nproc)"             thread counts
 #   STEPS=11                         training steps per run; the median skips step 1
+#   REPEATS=1                        runs of each (reftrain and PyTorch alternately)
 #   VARIANT_STEPS=4                  steps of the variants other than "default" (the reference
 #                                    kernels are slow by design: 3 timed steps are enough)
 #   PRESETS="laptop baby llama-small gpt2-124m"
 #                                    baby and llama-small run at --batch 8, gpt2-124m at
-#                                    --batch 4 --seq 64 on random GPT-2 token ids (an llm.c
-#                                    token file written once into OUT), the rest as preset
+#                                    --batch 4 --seq $GPT2_SEQ on random GPT-2 token ids (an
+#                                    llm.c token file written once into OUT), the rest as preset
+#   GPT2_SEQ=64                      gpt2-124m's T (1024: its full context)
 #   VARIANTS="default;--matmul naive --attention materialised"
 #                                    reftrain flag sets, ';'-separated ("default" = no flags)
-#   TORCH_MODES="stock tuned"        bench/torch_step.py --mode values ("" = no PyTorch)
+#   TORCH_MODES="stock tuned"        bench/torch_step.py --mode values ("" = no PyTorch;
+#                                    autocast: stock under bf16 autocast)
 #   PYTHON                           python with torch (default: /usr/bin/python3 if it has
 #                                    torch, else python3)
 #   DATA                             text file for the byte-level presets (default: reftrain's
@@ -37,6 +43,8 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD=${BUILD:-$repo/build}
 THREADS=${THREADS:-"1 $(nproc)"}
 STEPS=${STEPS:-11}
+REPEATS=${REPEATS:-1}
+GPT2_SEQ=${GPT2_SEQ:-64}
 VARIANT_STEPS=${VARIANT_STEPS:-4}
 PRESETS=${PRESETS:-"laptop baby llama-small gpt2-124m"}
 VARIANTS=${VARIANTS:-"default;--matmul naive --attention materialised"}
@@ -66,6 +74,8 @@ PYTHON=$(pick_python)
 reftrain=$BUILD/reftrain
 [[ -x $reftrain ]] || die "$reftrain not found; build first (cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build) or set BUILD=dir"
 "$PYTHON" -c 'import sys' 2>/dev/null || die "PYTHON=$PYTHON does not run; set PYTHON to a python3"
+[[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "REPEATS=$REPEATS: need a whole number >= 1"
+[[ $GPT2_SEQ =~ ^[1-9][0-9]*$ ]] || die "GPT2_SEQ=$GPT2_SEQ: need a whole number >= 1"
 for setting in "STEPS=$STEPS" "VARIANT_STEPS=$VARIANT_STEPS"; do
   [[ ${setting#*=} =~ ^[0-9]+$ && ${setting#*=} -ge 2 ]] || die "$setting: need a whole number >= 2 (the median skips step 1)"
 done
@@ -126,7 +136,7 @@ gpt2_tokens() {
 preset_args() {
   case $1 in
     baby | llama-small) echo "--batch 8 ${DATA:+--data $DATA}" ;;
-    gpt2-124m) echo "--batch 4 --seq 64 --data-tokens $(gpt2_tokens)" ;;
+    gpt2-124m) echo "--batch 4 --seq $GPT2_SEQ --data-tokens $(gpt2_tokens)" ;;
     *) echo "${DATA:+--data $DATA}" ;;
   esac
 }
@@ -134,7 +144,7 @@ preset_args() {
 # One JSON line into $results (bench/step_report.py record), and its ms/step on the console.
 record() {
   local line
-  line=$(report record --preset "$preset" --threads "$t" --peak "${peak[$t]:-0}" "$@")
+  line=$(report record --preset "$preset" --threads "$t" --peak "${peak[$t]:-0}" --repeat "$rep" "$@")
   echo "$line" >>"$results"
   [[ $line == *'"skipped"'* ]] || note "  $("$PYTHON" -c 'import json, sys
 r = json.loads(sys.argv[1])
@@ -152,10 +162,11 @@ run_reftrain() {
   else
     flags=
   fi
-  local trace=$OUT/traces/${preset}_t${t}_$slug.jsonl err=$OUT/logs/${preset}_t${t}_$slug.err rc=0
+  local run=${preset}_t${t}_r${rep}_$slug
+  local trace=$OUT/traces/$run.jsonl err=$OUT/logs/$run.err rc=0
   # shellcheck disable=SC2046,SC2086  # word splitting wanted: preset_args and flags are flag lists
   "$reftrain" train --preset "$preset" $(preset_args "$preset") --steps "$steps" --threads "$t" \
-    --val-every 0 --trace "$trace" $flags >"$OUT/logs/${preset}_t${t}_$slug.log" 2>"$err" || rc=$?
+    --val-every 0 --trace "$trace" $flags >"$OUT/logs/$run.log" 2>"$err" || rc=$?
   if [[ $rc == 0 ]]; then
     record --trace "$trace" --run "$label"
     [[ -n $model_trace ]] || model_trace=$trace
@@ -171,7 +182,8 @@ run_reftrain() {
 # PyTorch on the model and batch of the first reftrain trace of this preset.
 run_torch() {
   local mode=$1
-  local json=$OUT/logs/${preset}_t${t}_torch_$mode.json err=$OUT/logs/${preset}_t${t}_torch_$mode.err
+  local json=$OUT/logs/${preset}_t${t}_r${rep}_torch_$mode.json
+  local err=$OUT/logs/${preset}_t${t}_r${rep}_torch_$mode.err
   local label="PyTorch $torch_version $mode" rc=0
   if [[ -z $model_trace ]]; then
     note "skip: $label on $preset: no reftrain trace to take the model from"
@@ -197,9 +209,11 @@ training_steps() {
     model_trace=
     [[ $preset != gpt2-124m ]] || gpt2_tokens >/dev/null
     for t in $THREADS; do
-      note "$preset, $t threads"
-      for v in "${variants[@]}"; do run_reftrain "$v"; done
-      for mode in $TORCH_MODES; do run_torch "$mode"; done
+      for rep in $(seq "$REPEATS"); do
+        note "$preset, $t threads, run $rep of $REPEATS"
+        for v in "${variants[@]}"; do run_reftrain "$v"; done
+        for mode in $TORCH_MODES; do run_torch "$mode"; done
+      done
     done
   done
 }
@@ -210,8 +224,9 @@ machine() {
   cpu=$({ lscpu 2>/dev/null || true; } | sed -n 's/^Model name: *//p' | head -n1)
   echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown); build: $BUILD; PyTorch $torch_version ($PYTHON)"
+  echo "OpenMP placement (reftrain and PyTorch alike): OMP_PROC_BIND=${OMP_PROC_BIND:-unset} OMP_PLACES=${OMP_PLACES:-unset}"
   echo "load average (1, 5, 15 min) at the start: $load_start; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "command: THREADS=\"$THREADS\" STEPS=$STEPS VARIANT_STEPS=$VARIANT_STEPS PRESETS=\"$PRESETS\" VARIANTS=\"$VARIANTS\" TORCH_MODES=\"$TORCH_MODES\"${DATA:+ DATA=$DATA} bench/run_all.sh"
+  echo "command: THREADS=\"$THREADS\" STEPS=$STEPS REPEATS=$REPEATS GPT2_SEQ=$GPT2_SEQ VARIANT_STEPS=$VARIANT_STEPS PRESETS=\"$PRESETS\" VARIANTS=\"$VARIANTS\" TORCH_MODES=\"$TORCH_MODES\"${DATA:+ DATA=$DATA} bench/run_all.sh"
 }
 
 summary() {

@@ -6,12 +6,14 @@ Usage:
       The FLOP/s (all threads together) of bench_peak's BM_fma_peak in a Google Benchmark
       --benchmark_format=json file.
   step_report.py record --trace TRACE --preset P --threads N --run LABEL [--torch-json FILE]
-                        [--peak FLOPS] [--skipped REASON]
+                        [--peak FLOPS] [--skipped REASON] [--repeat K]
       One JSON line: the step's ms (the median `ms` of the trace's steps 2..N, or the
       median_ms of torch_step.py's output when --torch-json is given), tokens per step and
-      model FLOPs per step (from the trace's run line), and the peak at this thread count.
+      model FLOPs per step (from the trace's run line), and the peak at this thread count;
+      K numbers the run when a measurement is repeated (bench/run_all.sh REPEATS).
   step_report.py table RESULTS.jsonl
-      The summary table (markdown) and the thread-scaling table.
+      The summary table (markdown) and the thread-scaling table. Repeated runs of one (preset,
+      threads, run) are one row: the median of their ms, and each run's ms listed.
 
 Model FLOPs of one training step (forward + backward; the optimizer's few FLOPs per parameter
 are not counted), with B·T tokens, L layers, C channels, NH heads of hs = C/NH, vocab Vp (all
@@ -93,7 +95,7 @@ def record(a):
     rec = OrderedDict(preset=a.preset, threads=a.threads, run=a.run,
                       batch=run["train"]["batch"], seq=run["train"]["seq"],
                       tokens=run["train"]["batch"] * run["train"]["seq"],
-                      flops=step_flops(run), peak=a.peak, ms=None)
+                      flops=step_flops(run), peak=a.peak, repeat=a.repeat, ms=None)
     if a.skipped:
         rec["skipped"] = a.skipped
     elif a.torch_json:
@@ -113,25 +115,43 @@ def fmt_row(cells):
     return "| " + " | ".join(cells) + " |"
 
 
+def merge_repeats(recs):
+    """One record per (preset, threads, run): the median ms of its repeats, and their ms in
+    `runs` (a skipped measurement stays as it is)."""
+    merged = OrderedDict()
+    for r in recs:
+        key = (r["preset"], r["threads"], r["run"])
+        if key not in merged:
+            merged[key] = dict(r, runs=[])
+        if r.get("ms"):
+            merged[key]["runs"].append(r["ms"])
+    for m in merged.values():
+        if m["runs"]:
+            m["ms"] = statistics.median(m["runs"])
+    return list(merged.values())
+
+
 def table(path):
     with open(path) as f:
-        recs = [json.loads(line) for line in f if line.strip()]
+        recs = merge_repeats([json.loads(line) for line in f if line.strip()])
+    repeated = any(len(r["runs"]) > 1 for r in recs)
     cols = ["preset", "B×T", "threads", "run", "ms/step", "tokens/s", "model GFLOP/s",
-            "% of peak", "÷ reftrain"]
+            "% of peak", "÷ reftrain"] + (["runs (ms/step)"] if repeated else [])
     print(fmt_row(cols))
-    print(fmt_row(["---"] * 4 + ["---:"] * 5))
+    print(fmt_row(["---"] * 4 + ["---:"] * 5 + (["---"] if repeated else [])))
     base = {(r["preset"], r["threads"]): r["ms"] for r in recs if r["run"] == "reftrain" and r["ms"]}
     for r in recs:
         head = [r["preset"], f"{r['batch']}×{r['seq']}", str(r["threads"]), r["run"]]
         if r.get("skipped") or not r["ms"]:
-            print(fmt_row(head + [f"skipped: {r.get('skipped', 'no result')}"] + [""] * 4))
+            print(fmt_row(head + [f"skipped: {r.get('skipped', 'no result')}"] + [""] * (4 + repeated)))
             continue
         rate = r["flops"] / (r["ms"] / 1000.0)
         ref = base.get((r["preset"], r["threads"]))
+        runs = [", ".join(f"{ms:.1f}" for ms in r["runs"])] if repeated else []
         print(fmt_row(head + [f"{r['ms']:.1f}", f"{r['tokens'] / (r['ms'] / 1000.0):,.0f}",
                               f"{rate / 1e9:.1f}",
                               f"{100.0 * rate / r['peak']:.1f} %" if r["peak"] else "n/a",
-                              f"{r['ms'] / ref:.2f}×" if ref else "n/a"]))
+                              f"{r['ms'] / ref:.2f}×" if ref else "n/a"] + runs))
     scaling(recs)
 
 
@@ -166,6 +186,7 @@ def main():
     r.add_argument("--torch-json")
     r.add_argument("--peak", type=float)
     r.add_argument("--skipped")
+    r.add_argument("--repeat", type=int, default=1)
     t = sub.add_parser("table")
     t.add_argument("results")
     a = ap.parse_args()

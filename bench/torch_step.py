@@ -1,6 +1,7 @@
 """Times PyTorch training steps of the model a reftrain trace describes, on the CPU.
 
-Usage: python3 bench/torch_step.py TRACE.jsonl [--threads N] [--steps 11] [--mode stock|tuned]
+Usage: python3 bench/torch_step.py TRACE.jsonl [--threads N] [--steps 11]
+                                   [--mode stock|tuned|autocast]
                                    [--adamw auto|fused|foreach|forloop] [--deps DIR]
 
 The model and batch are the trace's: its first line gives the family (gpt2 or llama), the shape
@@ -30,6 +31,10 @@ Modes:
          instead of being unmapped and page-faulted back every step. Debian-specific: where
          there is no apt-get/dpkg, or the torch does not load libopenblas.so.0 (pip's MKL
          builds), it says so on stderr and exits with status 3 (unavailable here).
+  autocast  stock, with the forward and the loss under torch.autocast('cpu', dtype=torch.bfloat16)
+         (the backward runs outside it, as PyTorch recommends): the matrix products in bf16
+         (AMX or AVX-512-BF16 where the CPU has them), fp32 master weights and optimizer. Not the
+         same arithmetic as reftrain's fp32 step: it shows what a bf16 mode could gain.
 Exit status: 0 timed; 1 bad trace; 2 usage; 3 the mode is unavailable on this machine.
 """
 import argparse
@@ -177,12 +182,14 @@ def time_steps(a):
     params = {n: (torch.randn(s) * 0.02 if len(s) > 1 else torch.ones(s)).requires_grad_()
               for n, s in mirror.param_shapes(cfg)}
     opt, adamw = make_adamw(torch, params, o, a.adamw)
+    bf16 = a.mode == "autocast"
     times = []
     for _ in range(a.steps):
         idx = torch.randint(0, cfg["vocab"], (B, T))
         tgt = torch.randint(0, cfg["vocab"], (B, T))
         t0 = time.perf_counter()
-        loss = mirror.forward_loss(params, cfg, idx, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = mirror.forward_loss(params, cfg, idx, tgt)
         loss.backward()
         grad_norm_and_clip(torch, list(params.values()), o["clip"])
         opt.step()
@@ -199,7 +206,7 @@ def main():
     ap.add_argument("trace", help="a reftrain --trace file (its first line sets model and batch)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=11, help="timed steps; the median skips the first")
-    ap.add_argument("--mode", choices=["stock", "tuned"], default="stock")
+    ap.add_argument("--mode", choices=["stock", "tuned", "autocast"], default="stock")
     ap.add_argument("--adamw", choices=["auto", "fused", "foreach", "forloop"], default="auto")
     ap.add_argument("--deps", default=os.path.join(REPO, ".deps"), help="where tuned's OpenBLAS is unpacked")
     a = ap.parse_args()

@@ -140,6 +140,27 @@ void Model::residual_bwd(float* da, float* db, const float* dout, size_t n) cons
          [&] { pick(residual_backward<float>, residual_backward_fast)(da, db, dout, n); });
 }
 
+// Every thread clears its own static share of 64 KiB blocks: a backward step clears 18 [B·T, C]
+// buffers per gpt2 layer (340 MB for baby at B8), which one thread writing them took 12-15 % of
+// a 16-thread step (bench/RESULTS.md, issue 17). Zeros are zeros whoever writes them.
+void Model::zero(float* p, size_t n) const {
+  ProfileScope timer(profile_, "zero (backward scratch)");
+  constexpr size_t kBlock = 16384;
+  const size_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t b = 0; b < blocks; ++b) {
+    std::fill(p + b * kBlock, p + std::min(n, (b + 1) * kBlock), 0.0f);
+  }
+}
+
+// The profile's name of a product: kernel, then N×K->O (rows, inputs, outputs).
+static std::string product_name(const KernelProfile* profile, const char* kernel, int N, int K,
+                                int O) {
+  if (!profile) return {};
+  return std::string(kernel) + " " + std::to_string(N) + "x" + std::to_string(K) + "->" +
+         std::to_string(O);
+}
+
 const f16* Model::mirror_of(const float* w) const {
   return precision_ == Precision::kMixed ? w16_.data() + (w - w_.data()) : nullptr;
 }
@@ -159,6 +180,7 @@ void Model::linear_fwd(float* out, const float* inp, const float* w, const float
           ? dump_->begin(tag_, name, {D::out("out", out, n * o), D::in("inp", inp, n * k), weight})
           : 0;
   if (dump_ && b) dump_->begin_more(call, D::in("b", b, o));
+  ProfileScope timer(profile_, product_name(profile_, "linear_forward", N, K, O));
   mixed ? linear_forward(matmul_, out, inp, w16, b, N, K, O)
         : linear_forward(matmul_, out, inp, w, b, N, K, O);
   if (dump_) dump_->end(call);
@@ -180,8 +202,20 @@ void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, con
         {D::io("dw", dw, o * k), D::in("dout", dout, n * o), D::in("inp", inp, n * k)});
     if (db) dump_->begin_more(wgt, D::io("db", db, o));
   }
-  mixed ? linear_backward(matmul_, dinp, dw, db, dout, inp, w16, N, K, O)
-        : linear_backward(matmul_, dinp, dw, db, dout, inp, w, N, K, O);
+  // linear_backward's three parts (ops/linear.h), in its order, each timed on its own.
+  if (dinp) {
+    ProfileScope timer(profile_, product_name(profile_, "linear_backward_data", N, K, O));
+    mixed ? linear_backward_data(matmul_, dinp, dout, w16, N, K, O)
+          : linear_backward_data(matmul_, dinp, dout, w, N, K, O);
+  }
+  {
+    ProfileScope timer(profile_, product_name(profile_, "linear_backward_weight", N, K, O));
+    linear_backward_weight(matmul_, dw, dout, inp, N, K, O);
+  }
+  if (db) {
+    ProfileScope timer(profile_, "bias_backward");
+    bias_backward(db, dout, N, O);
+  }
   if (dump_) dump_->end(data), dump_->end(wgt);
 }
 
@@ -195,6 +229,7 @@ void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T
                                            {D::out("out", out, NC), D::in("qkv", qkv, 3 * NC)})
                             : 0;
   if (dump_ && !fused) dump_->begin_more(call, D::out("att", att, size_t(B) * cfg_.heads * T * T));
+  ProfileScope timer(profile_, "attention_forward");
   if (fused) {
     attention_forward_fast(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
   } else {
@@ -213,6 +248,7 @@ void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float
                                             D::in("qkv", qkv, 3 * NC)})
                             : 0;
   if (dump_ && !fused) dump_->begin_more(call, D::in("att", att, size_t(B) * cfg_.heads * T * T));
+  ProfileScope timer(profile_, "attention_backward");
   if (fused) {
     attention_backward_fast(dqkv, dout, qkv, out, att, B, T, cfg_.channels, cfg_.heads);
   } else {
@@ -245,6 +281,7 @@ float Model::mean_loss(float* losses, float* dlogits, const float* logits, const
                losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab,
                1.0f / float(int64_t(grad_accum_) * N), z_loss_);
          });
+  ProfileScope timer(profile_, "loss mean (position order)");
   double sum = 0.0;  // in position order
   for (int i = 0; i < N; ++i) sum += losses[i];
   return static_cast<float>(sum / N);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "core/model/kernel_profile.h"
 #include "core/model/model_config.h"
 #include "core/model/param_layout.h"
 #include "ops/cast.h"
@@ -77,6 +78,9 @@ class Model {
   // Records every kernel call of the following forward() and backward() into `dump` (null:
   // off), layer by layer as `embed`, `h<l>`, `head` (ops/kernel_dump.h).
   void set_dump(KernelDump* dump) { dump_ = dump; }
+  // Adds the wall time of every kernel call of the following forward() and backward() calls
+  // to `profile` (null: off), each under its kernel name (and shape, for the products).
+  void set_profile(KernelProfile* profile) { profile_ = profile; }
 
  protected:
   // Throws std::invalid_argument when options.kernels is kReference with another matmul than
@@ -107,10 +111,12 @@ class Model {
   F pick(F ref, F fast) const {
     return kernels_ == Kernels::kFast ? fast : ref;
   }
-  static void zero(float* p, size_t n) { std::fill(p, p + n, 0.0f); }
-  // Runs one kernel call, recorded in the dump when one is set.
+  // p[0..n) = 0: the backward's scratch before a kernel accumulates into it.
+  void zero(float* p, size_t n) const;
+  // Runs one kernel call, recorded in the dump and timed in the profile when they are set.
   template <typename F>
   void traced(const char* kernel, std::initializer_list<KernelDump::Arg> args, F&& run) const {
+    ProfileScope timer(profile_, kernel);
     dump_call(dump_, tag_, kernel, args, run);
   }
   // out = a + b, and its backward da += dout, db += dout, over n elements.
@@ -157,6 +163,7 @@ class Model {
   int seq_;         // T of the construction
   int cached_ = 0;  // positions in the KV cache (decode)
   KernelDump* dump_ = nullptr;
+  KernelProfile* profile_ = nullptr;
   std::string tag_;  // the dump's name of the part running: embed, h<l>, head
   ModelConfig cfg_;
   ParamLayout layout_;
