@@ -1,7 +1,7 @@
 // Data-parallel training (core/train/data_parallel.h), run as a user runs it: `mpirun -np N
 // reftrain train` against one process with --grad-accum N·K, byte for byte (trace and final
 // checkpoint), for both families, both precisions and both optimizers; resuming on another rank
-// count; a rank killed mid-run. And, without MPI, the sharding itself: N simulated ranks' norm
+// count; a rank killed mid-run; ranks given different data. And, without MPI, the sharding itself: N simulated ranks' norm
 // partials, sharded updates and gathered state against the whole optimizer step.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -273,6 +273,21 @@ TEST_F(DataParallel, ResumesOnAnotherRankCount) {
                            "share evenly"),
             std::string::npos)
       << r3.output;
+}
+
+// Ranks given different data (mpirun's MPMD form: one command per rank) refuse to train.
+TEST_F(DataParallel, RanksWithDifferentDataStop) {
+  const std::string other = dir_.file("other.txt");
+  write_file(other, read_file(text_) + "one more line\n");
+  const std::string run = std::string(" --oversubscribe ") + REFTRAIN_BIN +
+                          " train --preset tiny --steps 2 --threads 1 --data ";
+  const CommandResult r =
+      run_command(MPI_ENV REFTRAIN_MPIEXEC " -np 1" + run + text_ + " : -np 1" + run + other);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("rank 1 would train another run than rank 0 (its data or configuration "
+                          "differs"),
+            std::string::npos)
+      << r.output;
 }
 
 // The pid of the rank `rank` process that mpirun started, found by its environment.
