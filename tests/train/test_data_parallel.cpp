@@ -1,8 +1,9 @@
 // Data-parallel training (core/train/data_parallel.h), run as a user runs it: `mpirun -np N
 // reftrain train` against one process with --grad-accum N·K, byte for byte (trace and final
 // checkpoint), for both families, both precisions and both optimizers; resuming on another rank
-// count; a rank killed mid-run; ranks given different data. And, without MPI, the sharding itself: N simulated ranks' norm
-// partials, sharded updates and gathered state against the whole optimizer step.
+// count; a rank killed mid-run; ranks given different data. And, without MPI, the sharding
+// itself: N simulated ranks' norm partials, sharded updates and gathered state against the whole
+// optimizer step.
 #include <gtest/gtest.h>
 #include <signal.h>
 
