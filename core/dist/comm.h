@@ -21,6 +21,8 @@ class Comm {
  public:
   // The process's communicator, started on first use: all ranks of `mpirun`, or rank 0 of 1.
   static Comm& world();
+  // This process alone, rank 0 of 1, even under mpirun (the commands other than train).
+  static Comm& self();
   // True when this build can run several ranks (CMake found MPI).
   static bool built_with_mpi();
 
@@ -48,7 +50,7 @@ class Comm {
   uint64_t bytes_sent() const { return bytes_sent_; }
 
  private:
-  Comm();
+  explicit Comm(bool world);
   int rank_ = 0, size_ = 1;
   bool mpi_ = false;  // MPI was initialised (launched by mpirun, built with MPI)
   uint64_t bytes_sent_ = 0;

@@ -12,10 +12,15 @@ bool Comm::built_with_mpi() {
   return false;
 }
 
-Comm::Comm() = default;
+Comm::Comm(bool) {}
 
 Comm& Comm::world() {
-  static Comm comm;
+  static Comm comm(true);
+  return comm;
+}
+
+Comm& Comm::self() {
+  static Comm comm(false);
   return comm;
 }
 

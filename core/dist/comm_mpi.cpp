@@ -53,8 +53,8 @@ bool Comm::built_with_mpi() {
   return true;
 }
 
-Comm::Comm() {
-  if (!launched_by_mpirun()) return;
+Comm::Comm(bool world) {
+  if (!world || !launched_by_mpirun()) return;
   int provided = 0;
   // OpenMP threads never call MPI: only the main thread does.
   check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
@@ -64,7 +64,12 @@ Comm::Comm() {
 }
 
 Comm& Comm::world() {
-  static Comm comm;
+  static Comm comm(true);
+  return comm;
+}
+
+Comm& Comm::self() {
+  static Comm comm(false);
   return comm;
 }
 

@@ -66,7 +66,7 @@ class Trainer {
   // each step's train.grad_accum micro-batches are spread over them (data_parallel.h), which
   // must divide it; the optimizer state is this rank's shard.
   Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data,
-          Comm& comm = Comm::world());
+          Comm& comm = Comm::self());
 
   Model& model() { return *model_; }
   const Dataset& data() const { return data_; }
