@@ -63,7 +63,7 @@ TEST(BenchHarness, RunAllReportsEveryRunOfTheTestPresets) {
   for (const std::string preset : {"tiny", "llama-tiny"}) {
     const std::string row = "| " + preset + " | 4×32 | 1 | ";
     const std::string ms =
-        median_ms_of_steps_after_first(out + "/traces/" + preset + "_t1_default.jsonl");
+        median_ms_of_steps_after_first(out + "/traces/" + preset + "_t1_r1_default.jsonl");
     EXPECT_NE(summary.find(row + "reftrain | " + ms + " | "), std::string::npos)
         << "reftrain's row should show the trace's median " << ms << "\n"
         << summary;
