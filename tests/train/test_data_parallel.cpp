@@ -131,7 +131,9 @@ TEST_P(ShardedStep, EqualsTheWholeStep) {
     w_ranks = w_next, m16_ranks = m16_next;
   }
   EXPECT_EQ(std::memcmp(w_ranks.data(), w_whole.data(), total * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(m16_ranks.data(), m16_whole.data(), m16_whole.size() * sizeof(f16)), 0);
+  if (c.mirror) {  // memcmp's pointers must not be null, even for zero bytes
+    EXPECT_EQ(std::memcmp(m16_ranks.data(), m16_whole.data(), total * sizeof(f16)), 0);
+  }
   // The shards' state, put together in rank order, is the whole state.
   const auto concat = [&](auto buffer) {
     std::vector<uint8_t> all;
