@@ -34,6 +34,9 @@
 #   DATA                             text file for the byte-level presets (default: reftrain's
 #                                    own, the Debian fortunes corpus)
 #   KERNEL_BENCHES="bench_matmul bench_attention"   BENCH_ARGS=   (extra Google Benchmark flags)
+#   BUSY=0                           other programs keeping a core busy during the training
+#                                    steps: BUSY shell loops, one per core, stopped at exit
+#                                    (a laptop with a browser open; OS-scheduled, not pinned)
 #   OUT=runs/bench-DATE              where traces, logs and summary.md go
 # Example, the GPU machine's 16-core CPU (no apt there, so the tuned mode reports unavailable):
 #   DATA=.deps/fortunes.txt PYTHON=python3 THREADS="1 2 16" bench/run_all.sh
@@ -53,6 +56,7 @@ KERNEL_BENCHES=${KERNEL_BENCHES-"bench_matmul bench_attention"}
 BENCH_ARGS=${BENCH_ARGS:-}
 DATA=${DATA:-}
 OUT=${OUT:-$repo/runs/bench-$(date +%Y%m%d-%H%M%S)}
+BUSY=${BUSY:-0}
 GPT2_VOCAB=50257 # GPT-2's tokenizer; gpt2-124m's token file draws ids below it
 
 die() {
@@ -76,6 +80,7 @@ reftrain=$BUILD/reftrain
 "$PYTHON" -c 'import sys' 2>/dev/null || die "PYTHON=$PYTHON does not run; set PYTHON to a python3"
 [[ $REPEATS =~ ^[1-9][0-9]*$ ]] || die "REPEATS=$REPEATS: need a whole number >= 1"
 [[ $GPT2_SEQ =~ ^[1-9][0-9]*$ ]] || die "GPT2_SEQ=$GPT2_SEQ: need a whole number >= 1"
+[[ $BUSY =~ ^[0-9]+$ ]] || die "BUSY=$BUSY: need a whole number of busy loops >= 0"
 for setting in "STEPS=$STEPS" "VARIANT_STEPS=$VARIANT_STEPS"; do
   [[ ${setting#*=} =~ ^[0-9]+$ && ${setting#*=} -ge 2 ]] || die "$setting: need a whole number >= 2 (the median skips step 1)"
 done
@@ -225,8 +230,9 @@ machine() {
   echo "machine: ${cpu:-unknown CPU}, $(nproc) cores; $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "commit: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown); build: $BUILD; PyTorch $torch_version ($PYTHON)"
   echo "OpenMP placement (reftrain and PyTorch alike): OMP_PROC_BIND=${OMP_PROC_BIND:-unset} OMP_PLACES=${OMP_PLACES:-unset}"
+  echo "busy loops beside the training steps (BUSY): $BUSY"
   echo "load average (1, 5, 15 min) at the start: $load_start; at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "command: THREADS=\"$THREADS\" STEPS=$STEPS REPEATS=$REPEATS GPT2_SEQ=$GPT2_SEQ VARIANT_STEPS=$VARIANT_STEPS PRESETS=\"$PRESETS\" VARIANTS=\"$VARIANTS\" TORCH_MODES=\"$TORCH_MODES\"${DATA:+ DATA=$DATA} bench/run_all.sh"
+  echo "command: BUSY=$BUSY THREADS=\"$THREADS\" STEPS=$STEPS REPEATS=$REPEATS GPT2_SEQ=$GPT2_SEQ VARIANT_STEPS=$VARIANT_STEPS PRESETS=\"$PRESETS\" VARIANTS=\"$VARIANTS\" TORCH_MODES=\"$TORCH_MODES\"${DATA:+ DATA=$DATA} bench/run_all.sh"
 }
 
 summary() {
@@ -246,10 +252,24 @@ summary() {
   report table "$results"
 }
 
+# BUSY loops run only while the training steps do; the trap stops them however the script ends.
+busy_pids=()
+stop_busy() {
+  if ((${#busy_pids[@]} > 0)); then kill "${busy_pids[@]}" 2>/dev/null || true; fi
+  busy_pids=()
+}
+trap stop_busy EXIT
+trap 'exit 130' INT TERM
+
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 measure_peak
 kernel_benches
+for ((i = 0; i < BUSY; i++)); do
+  (while :; do :; done) &
+  busy_pids+=($!)
+done
 training_steps
+stop_busy
 summary | tee "$OUT/summary.md"
 note "traces, logs and summary.md in $OUT"
 if ((failures > 0)); then

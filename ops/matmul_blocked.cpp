@@ -1,5 +1,6 @@
 // The packed variants of the matmul family: tiled and blocked (ops/matmul.h). Both cut C into
-// one rectangle per thread, then run the Goto/BLIS loop nest inside it:
+// rectangles that threads take as they come free (choose_grid), then run the Goto/BLIS loop nest
+// inside each:
 //
 //   for jc: column block of NC     (op(B) panel kc×nc packed once per pc: sized to stay in L2)
 //     for pc: K block of KC, ascending  (the K loop is never split: one thread owns an output)
@@ -288,25 +289,37 @@ void run_rectangle(const Gemm<T, BT>& g, Range rows, Range cols, const Slices<T>
   }
 }
 
-// How the threads split C: tm row parts × tn column parts (tm·tn ≤ threads), in whole register
-// tiles. Chosen to
-// minimise the slowest thread's estimated cycles: its tiles' FMAs plus its packing (each
-// thread packs op(B) for its own columns and op(A) for its own rows once per column block).
+// How C is cut into rectangles: tm row parts × tn column parts, in whole register tiles. The
+// threads take rectangles from a shared counter as they come free, so a thread slowed by another
+// program on its core takes fewer of them, and the others take the rest: with several
+// rectangles per thread, a slow thread delays the product's end by about one rectangle instead
+// of its whole static share. Which thread computes a rectangle changes none of its bits: every
+// output is still one FMA chain over the whole K, in one thread.
+// The cut minimises an estimate of the product's cycles on `threads` threads: the rounds of
+// rectangles each thread runs, plus one rectangle more for the thread that comes free last,
+// times one rectangle's FMAs plus its packing (a rectangle packs op(B) for its columns, and op(A)
+// for its rows once per column block). The extra round is what buys finer rectangles with some
+// repeated packing; one thread gets one rectangle.
 struct Grid {
   int tm, tn;
 };
 
+constexpr int kMaxRectanglesPerThread = 4;
+
 Grid choose_grid(int threads, int M, int N, int K, int MR, int NR, int NC, int lanes) {
   const long um = (M + MR - 1) / MR, un = (N + NR - 1) / NR;
+  const long slots = threads > 1 ? long(threads) * kMaxRectanglesPerThread : 1;
   Grid best{1, 1};
   double best_cost = -1;
-  for (int tm = 1; tm <= std::min<long>(threads, um); ++tm) {
-    const int tn = int(std::min<long>(threads / tm, un));
-    const double rows = double((um + tm - 1) / tm * MR), cols = double((un + tn - 1) / tn * NR);
-    const double fma = rows * cols * K / lanes, pack_b = cols * K;
-    const double pack_a = rows * K * std::ceil(cols / NC);
-    const double cost = fma + pack_b + 0.5 * pack_a;
-    if (best_cost < 0 || cost < best_cost) best = {tm, tn}, best_cost = cost;
+  for (long tm = 1; tm <= std::min(slots, um); ++tm) {
+    for (long tn = 1; tn <= std::min(slots / tm, un); ++tn) {
+      const double rows = double((um + tm - 1) / tm * MR), cols = double((un + tn - 1) / tn * NR);
+      const double fma = rows * cols * K / lanes, pack_b = cols * K;
+      const double pack_a = rows * K * std::ceil(cols / NC);
+      const long rounds = (tm * tn + threads - 1) / threads + (threads > 1 ? 1 : 0);
+      const double cost = double(rounds) * (fma + pack_b + 0.5 * pack_a);
+      if (best_cost < 0 || cost < best_cost) best = {int(tm), int(tn)}, best_cost = cost;
+    }
   }
   return best;
 }
@@ -431,14 +444,15 @@ void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* wor
   if (gemv_transposed(g, threads)) return;
   const int um = (g.M + Bk::kMR - 1) / Bk::kMR, un = (g.N + Bk::kNR - 1) / Bk::kNR;
   threads = std::max(1, std::min({threads, omp_get_max_threads(), um * un}));
-#pragma omp parallel num_threads(threads)
+  const Grid gr = choose_grid(threads, g.M, g.N, g.K, Bk::kMR, Bk::kNR, Bk::kNC, Bk::kLanes);
+  const int rectangles = gr.tm * gr.tn;
+#pragma omp parallel num_threads(std::min(threads, rectangles))
   {
-    const int team = omp_get_num_threads(), t = omp_get_thread_num();
-    const Grid gr = choose_grid(team, g.M, g.N, g.K, Bk::kMR, Bk::kNR, Bk::kNC, Bk::kLanes);
-    if (t < gr.tm * gr.tn) {
-      const Range rows = part(um, gr.tm, t / gr.tn, Bk::kMR, g.M);
-      const Range cols = part(un, gr.tn, t % gr.tn, Bk::kNR, g.N);
-      const Slices<T> s(workspace + size_t(t) * packed_bytes_per_thread());
+    const Slices<T> s(workspace + size_t(omp_get_thread_num()) * packed_bytes_per_thread());
+#pragma omp for schedule(dynamic, 1)
+    for (int k = 0; k < rectangles; ++k) {
+      const Range rows = part(um, gr.tm, k / gr.tn, Bk::kMR, g.M);
+      const Range cols = part(un, gr.tn, k % gr.tn, Bk::kNR, g.N);
       if (register_blocked) {
         run_rectangle<RegisterBlock<T>>(g, rows, cols, s);
       } else {

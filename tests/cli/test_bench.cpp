@@ -57,9 +57,12 @@ TEST(BenchHarness, RunAllReportsEveryRunOfTheTestPresets) {
   TempDir dir;
   const std::string out = dir.file("out");
   const testing::CommandResult r = run_command(run_all_command(
-      out, "PRESETS='tiny llama-tiny' THREADS=1 STEPS=4 TORCH_MODES=stock KERNEL_BENCHES="));
+      out, "PRESETS='tiny llama-tiny' THREADS=1 STEPS=4 TORCH_MODES=stock KERNEL_BENCHES= BUSY=1"));
+  // A busy loop left running would hold the output pipe open: the command would never end.
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string summary = read_file(out + "/summary.md");
+  EXPECT_NE(summary.find("busy loops beside the training steps (BUSY): 1\n"), std::string::npos)
+      << summary;
   for (const std::string preset : {"tiny", "llama-tiny"}) {
     const std::string row = "| " + preset + " | 4×32 | 1 | ";
     const std::string ms =
