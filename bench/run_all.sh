@@ -34,9 +34,10 @@
 #   DATA                             text file for the byte-level presets (default: reftrain's
 #                                    own, the Debian fortunes corpus)
 #   KERNEL_BENCHES="bench_matmul bench_attention"   BENCH_ARGS=   (extra Google Benchmark flags)
-#   BUSY=0                           other programs keeping a core busy during the training
-#                                    steps: BUSY shell loops, one per core, stopped at exit
-#                                    (a laptop with a browser open; OS-scheduled, not pinned)
+#   BUSY=0                           other programs keeping cores busy during the training
+#                                    steps: BUSY shell loops, each enough to fill one core,
+#                                    stopped at exit (a laptop with a browser open; placed by
+#                                    the OS scheduler, not pinned)
 #   OUT=runs/bench-DATE              where traces, logs and summary.md go
 # Example, the GPU machine's 16-core CPU (no apt there, so the tuned mode reports unavailable):
 #   DATA=.deps/fortunes.txt PYTHON=python3 THREADS="1 2 16" bench/run_all.sh

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -37,11 +38,12 @@ class KernelProfile {
   std::unordered_map<std::string, size_t> index_;
 };
 
-// Times its scope into `profile` under `name` (nothing when profile is null).
+// Times its scope into `profile` under `name` (nothing when profile is null; the name is
+// copied only then, so an unprofiled kernel call allocates nothing).
 class ProfileScope {
  public:
-  ProfileScope(KernelProfile* profile, std::string name)
-      : profile_(profile), name_(profile ? std::move(name) : std::string()) {
+  ProfileScope(KernelProfile* profile, std::string_view name)
+      : profile_(profile), name_(profile ? std::string(name) : std::string()) {
     if (profile_) start_ = std::chrono::steady_clock::now();
   }
   ~ProfileScope() {
