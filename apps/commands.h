@@ -18,5 +18,6 @@ CommandRunner add_golden_command(CLI::App& app);
 CommandRunner add_compare_command(CLI::App& app);
 CommandRunner add_tokenizer_command(CLI::App& app);
 CommandRunner add_export_command(CLI::App& app);
+CommandRunner add_kernels_command(CLI::App& app);
 
 }  // namespace reftrain

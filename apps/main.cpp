@@ -120,6 +120,9 @@ int main(int argc, char** argv) {
   CLI::App* exporter =
       app.add_subcommand("export", "write a checkpoint's model as a Hugging Face model directory");
   runners[exporter] = add_export_command(*exporter);
+  CLI::App* kernels =
+      app.add_subcommand("kernels", "list the kernel records, or print them as JSON or Markdown");
+  runners[kernels] = add_kernels_command(*kernels);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -134,7 +137,7 @@ int main(int argc, char** argv) {
     if (what.empty()) {
       what =
           "a subcommand is required: train, sample, plot, presets, explain, golden, compare, "
-          "tokenizer or export";
+          "tokenizer, export or kernels";
     }
     std::fprintf(stderr, "error: %s (see reftrain --help)\n", one_line(what).c_str());
     return kExitUsageError;

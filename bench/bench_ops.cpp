@@ -9,14 +9,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "ops/activation.h"
-#include "ops/embed.h"
-#include "ops/loss.h"
-#include "ops/norm.h"
-#include "ops/residual.h"
-#include "ops/rope.h"
+#include "optim/kernel_table.h"
 
 namespace {
 
@@ -63,125 +59,100 @@ Buffers& buffers() {
   return bufs;
 }
 
-// One benchmark per (kernel, variant); `bytes` is what one call must read and write.
-void add(const std::string& name, const std::string& variant, double bytes,
-         std::function<void(Buffers&)> call) {
-  benchmark::RegisterBenchmark(
-      (name + "/" + variant).c_str(),
-      [bytes, call](benchmark::State& state) {
-        Buffers& buf = buffers();
-        for (auto _ : state) {
-          call(buf);
-          benchmark::ClobberMemory();
-        }
-        state.SetBytesProcessed(int64_t(bytes * double(state.iterations())));
-      })
-      ->Unit(benchmark::kMicrosecond)
-      ->UseRealTime();
+// Two benchmarks per kernel, name/ref and name/fast: `call` run with the reference table and
+// with the fast one (optim/kernel_table.h), the same slots the models call. `bytes` is what one
+// call must read and write.
+using Call = void (*)(const KernelTable& k, Buffers& s);
+void add(const std::string& name, double bytes, Call call) {
+  for (const auto& [variant, table] :
+       {std::pair{"ref", reference_kernels()}, std::pair{"fast", fast_kernels()}}) {
+    benchmark::RegisterBenchmark(
+        (name + "/" + variant).c_str(),
+        [bytes, call, table = table](benchmark::State& state) {
+          Buffers& buf = buffers();
+          for (auto _ : state) {
+            call(table, buf);
+            benchmark::ClobberMemory();
+          }
+          state.SetBytesProcessed(int64_t(bytes * double(state.iterations())));
+        })
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+  }
 }
 
 constexpr double kF = sizeof(float);
 constexpr double kRow = double(N) * C * kF;  // one [N, C] tensor
 
 void register_norms() {
-  add("layernorm_forward", "ref", 2 * kRow, [](Buffers& s) {
-    layernorm_forward(s.out.data(), s.mean.data(), s.rstd.data(), s.x.data(), s.w.data(),
-                      s.b.data(), N, C);
+  add("layernorm_forward", 2 * kRow, [](const KernelTable& k, Buffers& s) {
+    k.layernorm_forward(s.out.data(), s.mean.data(), s.rstd.data(), s.x.data(), s.w.data(),
+                        s.b.data(), N, C);
   });
-  add("layernorm_forward", "fast", 2 * kRow, [](Buffers& s) {
-    layernorm_forward_fast(s.out.data(), s.mean.data(), s.rstd.data(), s.x.data(), s.w.data(),
-                           s.b.data(), N, C);
+  add("layernorm_backward", 4 * kRow, [](const KernelTable& k, Buffers& s) {
+    k.layernorm_backward(s.dx.data(), s.dw.data(), s.db.data(), s.dout.data(), s.x.data(),
+                         s.w.data(), s.mean.data(), s.rstd.data(), N, C);
   });
-  add("layernorm_backward", "ref", 4 * kRow, [](Buffers& s) {
-    layernorm_backward(s.dx.data(), s.dw.data(), s.db.data(), s.dout.data(), s.x.data(), s.w.data(),
-                       s.mean.data(), s.rstd.data(), N, C);
+  add("rmsnorm_forward", 2 * kRow, [](const KernelTable& k, Buffers& s) {
+    k.rmsnorm_forward(s.out.data(), s.rstd.data(), s.x.data(), s.w.data(), N, C);
   });
-  add("layernorm_backward", "fast", 4 * kRow, [](Buffers& s) {
-    layernorm_backward_fast(s.dx.data(), s.dw.data(), s.db.data(), s.dout.data(), s.x.data(),
-                            s.w.data(), s.mean.data(), s.rstd.data(), N, C);
-  });
-  add("rmsnorm_forward", "ref", 2 * kRow, [](Buffers& s) {
-    rmsnorm_forward(s.out.data(), s.rstd.data(), s.x.data(), s.w.data(), N, C);
-  });
-  add("rmsnorm_forward", "fast", 2 * kRow, [](Buffers& s) {
-    rmsnorm_forward_fast(s.out.data(), s.rstd.data(), s.x.data(), s.w.data(), N, C);
-  });
-  add("rmsnorm_backward", "ref", 4 * kRow, [](Buffers& s) {
-    rmsnorm_backward(s.dx.data(), s.dw.data(), s.dout.data(), s.x.data(), s.w.data(), s.rstd.data(),
-                     N, C);
-  });
-  add("rmsnorm_backward", "fast", 4 * kRow, [](Buffers& s) {
-    rmsnorm_backward_fast(s.dx.data(), s.dw.data(), s.dout.data(), s.x.data(), s.w.data(),
-                          s.rstd.data(), N, C);
+  add("rmsnorm_backward", 4 * kRow, [](const KernelTable& k, Buffers& s) {
+    k.rmsnorm_backward(s.dx.data(), s.dw.data(), s.dout.data(), s.x.data(), s.w.data(),
+                       s.rstd.data(), N, C);
   });
 }
+
+constexpr size_t kGeluElems = size_t(N) * kGeluWidth, kSwigluElems = size_t(N) * kSwigluWidth;
 
 void register_activations() {
-  constexpr size_t ng = size_t(N) * kGeluWidth, ns = size_t(N) * kSwigluWidth;
-  add("gelu_forward", "ref", 2 * kF * ng,
-      [](Buffers& s) { gelu_forward(s.act_out.data(), s.act_x.data(), ng); });
-  add("gelu_forward", "fast", 2 * kF * ng,
-      [](Buffers& s) { gelu_forward_fast(s.act_out.data(), s.act_x.data(), ng); });
-  add("gelu_backward", "ref", 4 * kF * ng,
-      [](Buffers& s) { gelu_backward(s.act_d.data(), s.act_x.data(), s.act_g.data(), ng); });
-  add("gelu_backward", "fast", 4 * kF * ng,
-      [](Buffers& s) { gelu_backward_fast(s.act_d.data(), s.act_x.data(), s.act_g.data(), ng); });
-  add("swiglu_forward", "ref", 3 * kF * ns,
-      [](Buffers& s) { swiglu_forward(s.act_out.data(), s.act_x.data(), s.act_y.data(), ns); });
-  add("swiglu_forward", "fast", 3 * kF * ns, [](Buffers& s) {
-    swiglu_forward_fast(s.act_out.data(), s.act_x.data(), s.act_y.data(), ns);
+  add("gelu_forward", 2 * kF * kGeluElems, [](const KernelTable& k, Buffers& s) {
+    k.gelu_forward(s.act_out.data(), s.act_x.data(), kGeluElems);
   });
-  add("swiglu_backward", "ref", 7 * kF * ns, [](Buffers& s) {
-    swiglu_backward(s.act_d.data(), s.act_d2.data(), s.act_g.data(), s.act_x.data(), s.act_y.data(),
-                    ns);
+  add("gelu_backward", 4 * kF * kGeluElems, [](const KernelTable& k, Buffers& s) {
+    k.gelu_backward(s.act_d.data(), s.act_x.data(), s.act_g.data(), kGeluElems);
   });
-  add("swiglu_backward", "fast", 7 * kF * ns, [](Buffers& s) {
-    swiglu_backward_fast(s.act_d.data(), s.act_d2.data(), s.act_g.data(), s.act_x.data(),
-                         s.act_y.data(), ns);
+  add("gelu_erf_forward", 2 * kF * kGeluElems, [](const KernelTable& k, Buffers& s) {
+    k.gelu_erf_forward(s.act_out.data(), s.act_x.data(), kGeluElems);
+  });
+  add("gelu_erf_backward", 4 * kF * kGeluElems, [](const KernelTable& k, Buffers& s) {
+    k.gelu_erf_backward(s.act_d.data(), s.act_x.data(), s.act_g.data(), kGeluElems);
+  });
+  add("swiglu_forward", 3 * kF * kSwigluElems, [](const KernelTable& k, Buffers& s) {
+    k.swiglu_forward(s.act_out.data(), s.act_x.data(), s.act_y.data(), kSwigluElems);
+  });
+  add("swiglu_backward", 7 * kF * kSwigluElems, [](const KernelTable& k, Buffers& s) {
+    k.swiglu_backward(s.act_d.data(), s.act_d2.data(), s.act_g.data(), s.act_x.data(),
+                      s.act_y.data(), kSwigluElems);
   });
 }
 
+constexpr size_t kNC = size_t(N) * C;
+
 void register_rope_residual() {
-  add("rope_forward", "ref", 2 * kRow,
-      [](Buffers& s) { rope_forward(s.out.data(), s.x.data(), B, T, NH, C / NH, kTheta); });
-  add("rope_forward", "fast", 2 * kRow,
-      [](Buffers& s) { rope_forward_fast(s.out.data(), s.x.data(), B, T, NH, C / NH, kTheta); });
-  add("rope_backward", "ref", 3 * kRow,
-      [](Buffers& s) { rope_backward(s.dx.data(), s.dout.data(), B, T, NH, C / NH, kTheta); });
-  add("rope_backward", "fast", 3 * kRow,
-      [](Buffers& s) { rope_backward_fast(s.dx.data(), s.dout.data(), B, T, NH, C / NH, kTheta); });
-  constexpr size_t nc = size_t(N) * C;
-  add("residual_forward", "ref", 3 * kRow,
-      [](Buffers& s) { residual_forward(s.out.data(), s.x.data(), s.dout.data(), nc); });
-  add("residual_forward", "fast", 3 * kRow,
-      [](Buffers& s) { residual_forward_fast(s.out.data(), s.x.data(), s.dout.data(), nc); });
-  add("residual_backward", "ref", 5 * kRow,
-      [](Buffers& s) { residual_backward(s.dx.data(), s.out.data(), s.dout.data(), nc); });
-  add("residual_backward", "fast", 5 * kRow,
-      [](Buffers& s) { residual_backward_fast(s.dx.data(), s.out.data(), s.dout.data(), nc); });
+  add("rope_forward", 2 * kRow, [](const KernelTable& k, Buffers& s) {
+    k.rope_forward(s.out.data(), s.x.data(), B, T, NH, C / NH, kTheta, 0);
+  });
+  add("rope_backward", 3 * kRow, [](const KernelTable& k, Buffers& s) {
+    k.rope_backward(s.dx.data(), s.dout.data(), B, T, NH, C / NH, kTheta, 0);
+  });
+  add("residual_forward", 3 * kRow, [](const KernelTable& k, Buffers& s) {
+    k.residual_forward(s.out.data(), s.x.data(), s.dout.data(), kNC);
+  });
+  add("residual_backward", 5 * kRow, [](const KernelTable& k, Buffers& s) {
+    k.residual_backward(s.dx.data(), s.out.data(), s.dout.data(), kNC);
+  });
 }
 
 void register_loss_embed() {
-  constexpr double logit_bytes = 2.0 * N * Vp * kF;
-  add("crossentropy_fwd_bwd", "ref", logit_bytes, [](Buffers& s) {
-    crossentropy_forward_backward(s.losses.data(), s.dlogits.data(), s.logits.data(),
-                                  s.tokens.data(), N, Vp, Vp, 1.0f / N, kZLoss);
+  add("crossentropy_fwd_bwd", 2.0 * N * Vp * kF, [](const KernelTable& k, Buffers& s) {
+    k.crossentropy_forward_backward(s.losses.data(), s.dlogits.data(), s.logits.data(),
+                                    s.tokens.data(), N, Vp, Vp, 1.0f / N, kZLoss);
   });
-  add("crossentropy_fwd_bwd", "fast", logit_bytes, [](Buffers& s) {
-    crossentropy_forward_backward_fast(s.losses.data(), s.dlogits.data(), s.logits.data(),
-                                       s.tokens.data(), N, Vp, Vp, 1.0f / N, kZLoss);
+  add("embed_forward", kRow, [](const KernelTable& k, Buffers& s) {
+    k.embed_forward(s.out.data(), s.tokens.data(), s.wte.data(), s.wpe.data(), B, T, C);
   });
-  add("embed_forward", "ref", kRow, [](Buffers& s) {
-    embed_forward(s.out.data(), s.tokens.data(), s.wte.data(), s.wpe.data(), B, T, C);
-  });
-  add("embed_forward", "fast", kRow, [](Buffers& s) {
-    embed_forward_fast(s.out.data(), s.tokens.data(), s.wte.data(), s.wpe.data(), B, T, C);
-  });
-  add("embed_backward", "ref", kRow, [](Buffers& s) {
-    embed_backward(s.dwte.data(), s.dwpe.data(), s.dout.data(), s.tokens.data(), B, T, C);
-  });
-  add("embed_backward", "fast", kRow, [](Buffers& s) {
-    embed_backward_fast(s.dwte.data(), s.dwpe.data(), s.dout.data(), s.tokens.data(), B, T, C);
+  add("embed_backward", kRow, [](const KernelTable& k, Buffers& s) {
+    k.embed_backward(s.dwte.data(), s.dwpe.data(), s.dout.data(), s.tokens.data(), B, T, C);
   });
 }
 

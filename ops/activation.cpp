@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "ops/kernel_record.h"
 #include "simd/wide.h"
 
 namespace reftrain {
@@ -45,6 +46,33 @@ void gelu_backward(T* dx, const T* x, const T* dout, size_t n) {
     const T th = simd::tanh(u);
     const T du = kSqrt2OverPi<T> * (T(1) + T(3) * kGeluCubic<T> * xi * xi);
     const T grad = T(0.5) * (T(1) + th) + T(0.5) * xi * (T(1) - th * th) * du;
+    dx[i] += grad * dout[i];
+  }
+}
+
+namespace {
+constexpr double kSqrtHalf = 0.70710678118654752440084436210485;
+constexpr double kInvSqrt2Pi = 0.39894228040143267793994605993438;
+}  // namespace
+
+template <typename T>
+void gelu_erf_forward(T* out, const T* x, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) {
+    const T xi = x[i];
+    const T e = T(std::erf(double(xi) * kSqrtHalf));
+    out[i] = T(0.5) * xi * (T(1) + e);
+  }
+}
+
+template <typename T>
+void gelu_erf_backward(T* dx, const T* x, const T* dout, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) {
+    const T xi = x[i];
+    const T e = T(std::erf(double(xi) * kSqrtHalf));
+    const T pdf = T(kInvSqrt2Pi * std::exp(-0.5 * double(xi) * double(xi)));
+    const T grad = T(0.5) * (T(1) + e) + xi * pdf;
     dx[i] += grad * dout[i];
   }
 }
@@ -117,6 +145,52 @@ void gelu_backward_fast(float* dx, const float* x, const float* dout, size_t n) 
   });
 }
 
+// erf(x/√2) and e^(−x²/2) for gelu_erf: A&S 7.1.26 on a = |x|/√2, erf(a) = 1 − p(t)·e^(−a²),
+// t = 1/(1 + 0.3275911·a), p(t) = t·(a1 + t·(a2 + t·(a3 + t·(a4 + t·a5)))), the sign of x put
+// back; e^(−a²) is the φ(x) the backward needs too.
+float copy_sign(float magnitude, float x) {
+  return std::copysign(magnitude, x);
+}
+simd::Wide copy_sign(const simd::Wide& magnitude, const simd::Wide& x) {
+  return simd::map_parts(
+      magnitude, x, [](const auto& m, const auto& s) { return xsimd::select(s < 0.0f, -m, m); });
+}
+
+template <typename V>
+void erf_and_gauss(V x, V& erf, V& gauss) {
+  const V a = simd::max(x, -x) * V(float(kSqrtHalf));
+  const V t = V(1.0f) / simd::fma(V(0.3275911f), a, V(1.0f));
+  V p = simd::fma(V(1.061405429f), t, V(-1.453152027f));
+  p = simd::fma(p, t, V(1.421413741f));
+  p = simd::fma(p, t, V(-0.284496736f));
+  p = simd::fma(p, t, V(0.254829592f));
+  gauss = simd::exp(-(a * a));
+  erf = copy_sign(V(1.0f) - p * t * gauss, x);
+}
+
+void gelu_erf_forward_fast(float* out, const float* x, size_t n) {
+  simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
+    using V = typename decltype(lanes)::type;
+    const V xi = load<V>(x + i);
+    V erf, gauss;
+    erf_and_gauss(xi, erf, gauss);
+    const V h = V(0.5f) * xi;
+    simd::store(out + i, simd::fma(h, erf, h));
+  });
+}
+
+// gelu_erf'(x) = ½·(1 + erf) + x·e^(−x²/2)/√(2π).
+void gelu_erf_backward_fast(float* dx, const float* x, const float* dout, size_t n) {
+  simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
+    using V = typename decltype(lanes)::type;
+    const V xi = load<V>(x + i);
+    V erf, gauss;
+    erf_and_gauss(xi, erf, gauss);
+    const V grad = simd::fma(xi * V(float(kInvSqrt2Pi)), gauss, V(0.5f) * (V(1.0f) + erf));
+    simd::store(dx + i, simd::fma(grad, load<V>(dout + i), load<V>(dx + i)));
+  });
+}
+
 // σ(g) = 1/(1 + e^-g) (simd::sigmoid: e^-g overflows to +inf for g < -88.7, and 1/inf = 0).
 void swiglu_forward_fast(float* out, const float* gate, const float* up, size_t n) {
   simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
@@ -140,12 +214,114 @@ void swiglu_backward_fast(float* dgate, float* dup, const float* dout, const flo
   });
 }
 
-#define REFTRAIN_INSTANTIATE(T)                                    \
-  template void gelu_forward<T>(T*, const T*, size_t);             \
-  template void gelu_backward<T>(T*, const T*, const T*, size_t);  \
-  template void swiglu_forward<T>(T*, const T*, const T*, size_t); \
+#define REFTRAIN_INSTANTIATE(T)                                       \
+  template void gelu_forward<T>(T*, const T*, size_t);                \
+  template void gelu_backward<T>(T*, const T*, const T*, size_t);     \
+  template void gelu_erf_forward<T>(T*, const T*, size_t);            \
+  template void gelu_erf_backward<T>(T*, const T*, const T*, size_t); \
+  template void swiglu_forward<T>(T*, const T*, const T*, size_t);    \
   template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, size_t);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> activation_records() {
+  using namespace record;
+  const std::string h = "ops/activation.h", tests = "tests/ops/test_activation.cpp";
+  const std::string page = "docs/kernels/06_swiglu.md";
+  return {
+      {"gelu_forward",
+       "out = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))",
+       {out("out", "f32", "[n]"), in("x", "f32", "[n]"), scalar("n")},
+       "06_swiglu.wgsl",
+       "",
+       h,
+       "gelu_forward",
+       "gelu_forward_fast",
+       "16 lanes, simd/math.h's tanh; within a bound",
+       "",
+       "pointwise.wgsl",
+       page,
+       "gelu",
+       tests,
+       "bench/bench_ops.cpp gelu_forward/{ref,fast}"},
+      {"gelu_backward",
+       "dx += dout·(½·(1 + tanh u) + ½·x·(1 − tanh²u)·√(2/π)·(1 + 3·0.044715·x²))",
+       {inout("dx", "f32", "[n]"), in("x", "f32", "[n]"), in("dout", "f32", "[n]"), scalar("n")},
+       "06_swiglu.wgsl",
+       "",
+       h,
+       "gelu_backward",
+       "gelu_backward_fast",
+       "16 lanes, simd/math.h's tanh; within a bound",
+       "",
+       "pointwise.wgsl",
+       page,
+       "gelu",
+       tests,
+       "bench/bench_ops.cpp gelu_backward/{ref,fast}"},
+      {"gelu_erf_forward",
+       "out = ½·x·(1 + erf(x/√2)) (erf in double, rounded once)",
+       {out("out", "f32", "[n]"), in("x", "f32", "[n]"), scalar("n")},
+       "",
+       "",
+       h,
+       "gelu_erf_forward",
+       "gelu_erf_forward_fast",
+       "16 lanes, erf by A&S 7.1.26 and simd/math.h's exp; within a bound",
+       "",
+       "pointwise.wgsl",
+       page,
+       "gelu_erf",
+       tests,
+       "bench/bench_ops.cpp gelu_erf_forward/{ref,fast}"},
+      {"gelu_erf_backward",
+       "dx += dout·(½·(1 + erf(x/√2)) + x·e^(−x²/2)/√(2π))",
+       {inout("dx", "f32", "[n]"), in("x", "f32", "[n]"), in("dout", "f32", "[n]"), scalar("n")},
+       "",
+       "",
+       h,
+       "gelu_erf_backward",
+       "gelu_erf_backward_fast",
+       "16 lanes, erf by A&S 7.1.26 and simd/math.h's exp; within a bound",
+       "",
+       "pointwise.wgsl",
+       page,
+       "gelu_erf",
+       tests,
+       "bench/bench_ops.cpp gelu_erf_backward/{ref,fast}"},
+      {"swiglu_forward",
+       "out = gate·σ(gate)·up, σ from e^−|gate| only (no overflow)",
+       {out("out", "f32", "[n]"), in("gate", "f32", "[n]"), in("up", "f32", "[n]"), scalar("n")},
+       "06_swiglu.wgsl",
+       "",
+       h,
+       "swiglu_forward",
+       "swiglu_forward_fast",
+       "16 lanes, simd/math.h's sigmoid; within a bound",
+       "",
+       "pointwise.wgsl",
+       page,
+       "swiglu",
+       tests,
+       "bench/bench_ops.cpp swiglu_forward/{ref,fast}"},
+      {"swiglu_backward",
+       "dgate += dout·up·σ(g)·(1 + g·(1 − σ(g))); dup += dout·g·σ(g)",
+       {inout("dgate", "f32", "[n]"), inout("dup", "f32", "[n]"), in("dout", "f32", "[n]"),
+        in("gate", "f32", "[n]"), in("up", "f32", "[n]"), scalar("n")},
+       "06_swiglu.wgsl",
+       "",
+       h,
+       "swiglu_backward",
+       "swiglu_backward_fast",
+       "16 lanes, simd/math.h's sigmoid; within a bound",
+       "",
+       "pointwise.wgsl",
+       page + ", docs/kernels/09_backward_ffn.md",
+       "ffn_backward",
+       tests,
+       "bench/bench_ops.cpp swiglu_backward/{ref,fast}"},
+  };
+}
 
 }  // namespace reftrain

@@ -19,6 +19,16 @@ void gelu_forward(T* out, const T* x, size_t n);
 template <typename T>
 void gelu_backward(T* dx, const T* x, const T* dout, size_t n);
 
+// GELU, exact form (Hugging Face's "gelu", PyTorch's default nn.GELU()):
+//   gelu_erf(x) = ½·x·(1 + erf(x/√2));  gelu_erf'(x) = ½·(1 + erf(x/√2)) + x·φ(x),
+//   φ(x) = e^(−x²/2)/√(2π). The float reference takes erf in double and rounds once, so its
+//   bits do not depend on the platform's float erf.
+template <typename T>
+void gelu_erf_forward(T* out, const T* x, size_t n);
+// Accumulates (+=) into dx.
+template <typename T>
+void gelu_erf_backward(T* dx, const T* x, const T* dout, size_t n);
+
 template <typename T>
 void swiglu_forward(T* out, const T* gate, const T* up, size_t n);
 
@@ -34,6 +44,12 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
 void gelu_forward_fast(float* out, const float* x, size_t n);
 // Same as gelu_backward except float only, 16 lanes at a time, simd/math.h's tanh.
 void gelu_backward_fast(float* dx, const float* x, const float* dout, size_t n);
+// Same as gelu_erf_forward except float only, 16 lanes at a time, erf from a rational
+// approximation in t = 1/(1 + 0.3275911·|x|) times simd/math.h's e^(−x²) (Abramowitz & Stegun
+// 7.1.26: |error| < 1.5e-7): within the bound tests/ops/test_activation.cpp states.
+void gelu_erf_forward_fast(float* out, const float* x, size_t n);
+// Same as gelu_erf_backward except as gelu_erf_forward_fast.
+void gelu_erf_backward_fast(float* dx, const float* x, const float* dout, size_t n);
 // Same as swiglu_forward except float only, 16 lanes at a time, simd/math.h's sigmoid.
 void swiglu_forward_fast(float* out, const float* gate, const float* up, size_t n);
 // Same as swiglu_backward except float only, 16 lanes at a time, simd/math.h's sigmoid.

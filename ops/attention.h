@@ -45,6 +45,11 @@
 
 namespace reftrain {
 
+// The attention a model runs. fused: online softmax, only the row logsumexp [B,NH,T] kept for
+// the backward (attention_forward_fast). materialised: the reference, keeping the probabilities
+// [B,NH,T,T].
+enum class AttentionKind { kFused, kMaterialised };
+
 template <typename T>
 void attention_forward(T* out, T* att, const T* qkv, int B, int Tn, int C, int NH);
 
@@ -82,6 +87,12 @@ void attention_decode(T* out, T* att, const T* qkv, int t, int C, int NH);
 // tiles and chains, so the same bits): lse [NH] receives the row's logsumexp per head.
 template <typename T>
 void attention_decode_fast(T* out, T* lse, const T* qkv, int t, int C, int NH);
+
+// qkv[n] = [q[n] | k[n] | v[n]] over N rows of C channels: the layout the attention reads (the
+// llama family computes q, k and v as three products). unpack_qkv is its backward: dqkv's thirds
+// written (not accumulated) to dq, dk, dv. Threaded over rows; copies, so bit-exact.
+void pack_qkv(float* qkv, const float* q, const float* k, const float* v, size_t N, int C);
+void unpack_qkv(float* dq, float* dk, float* dv, const float* dqkv, size_t N, int C);
 
 // Bytes of the per-thread workspace the forward (backward = false) or backward uses at (Tn, hs)
 // for elements of `elem_bytes` (4: float): the only memory the fused kernels add besides lse.

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "ops/kernel_record.h"
+
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
@@ -154,6 +156,44 @@ void cast_f32_to_f16_fast(f16* dst, const float* src, size_t n) {
 
 void cast_f16_to_f32_fast(float* dst, const f16* src, size_t n) {
   cast_blocks(dst, src, n, to_f32_lanes);
+}
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> cast_records() {
+  using namespace record;
+  const std::string tests = "tests/ops/test_cast.cpp";
+  return {
+      {"cast_f32_to_f16",
+       "dst = f16(clamp(src, −65504, 65504)), round to nearest, ties to even",
+       {in("src", "f32", "[n]"), out("dst", "f16", "[n]"), scalar("n")},
+       "08_cast.wgsl",
+       "",
+       "ops/cast.h",
+       "cast_f32_to_f16, f32_to_f16_bits",
+       "cast_f32_to_f16_fast",
+       "threaded, the ISA's conversion where it has one; bit-identical",
+       "",
+       "cast.wgsl",
+       "docs/kernels/08_cast.md",
+       "cast",
+       tests,
+       ""},
+      {"cast_f16_to_f32",
+       "dst = f32(src), exact",
+       {in("src", "f16", "[n]"), out("dst", "f32", "[n]"), scalar("n")},
+       "08_cast.wgsl",
+       "",
+       "ops/cast.h",
+       "cast_f16_to_f32, f16_bits_to_f32",
+       "cast_f16_to_f32_fast",
+       "threaded, the ISA's conversion where it has one; bit-identical",
+       "",
+       "cast.wgsl",
+       "docs/kernels/08_cast.md",
+       "cast",
+       tests,
+       ""},
+  };
 }
 
 }  // namespace reftrain

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "ops/kernel_record.h"
 #include "simd/wide.h"
 
 namespace reftrain {
@@ -134,5 +135,78 @@ void embed_backward_fast(float* dwte, float* dwpe, const float* dout, const int3
   template void token_embed_backward<T>(T*, const T*, const int32_t*, size_t, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> embed_records() {
+  using namespace record;
+  const std::string page = "docs/kernels/01_embed.md", tests = "tests/ops/test_embed.cpp";
+  return {
+      {"embed_forward",
+       "out[b,t,:] = wte[tok[b,t],:] + wpe[t,:]",
+       {out("out", "f32", "[B,T,C]"), in("tokens", "i32", "[B,T]"), in("wte", "f32", "[Vp,C]"),
+        in("wpe", "f32", "[maxT,C]"), scalar("B"), scalar("T"), scalar("C")},
+       "01_embed.wgsl",
+       "",
+       "ops/embed.h",
+       "embed_forward",
+       "embed_forward_fast",
+       "16 channels at a time; bit-identical",
+       "",
+       "embed.wgsl",
+       page,
+       "embed",
+       tests,
+       "bench/bench_ops.cpp embed_forward/{ref,fast}"},
+      {"embed_backward",
+       "dwte[tok[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:] (positions in order)",
+       {inout("dwte", "f32", "[Vp,C]"), inout("dwpe", "f32", "[maxT,C]"),
+        in("dout", "f32", "[B,T,C]"), in("tokens", "i32", "[B,T]"), scalar("B"), scalar("T"),
+        scalar("C")},
+       "01_embed.wgsl",
+       "",
+       "ops/embed.h",
+       "embed_backward",
+       "embed_backward_fast",
+       "parallel over channel chunks, positions in order; bit-identical",
+       "",
+       "embed.wgsl",
+       page,
+       "embed",
+       tests,
+       "bench/bench_ops.cpp embed_backward/{ref,fast}"},
+      {"token_embed_forward",
+       "out[n,:] = wte[tok[n],:]",
+       {out("out", "f32", "[N,C]"), in("tokens", "i32", "[N]"), in("wte", "f32", "[Vp,C]"),
+        scalar("N"), scalar("C")},
+       "01_embed.wgsl",
+       "",
+       "ops/embed.h",
+       "token_embed_forward",
+       "token_embed_forward_fast",
+       "as embed_forward_fast; bit-identical",
+       "",
+       "embed.wgsl",
+       page,
+       "embed",
+       tests,
+       ""},
+      {"token_embed_backward",
+       "dwte[tok[n],:] += dout[n,:] (positions in order)",
+       {inout("dwte", "f32", "[Vp,C]"), in("dout", "f32", "[N,C]"), in("tokens", "i32", "[N]"),
+        scalar("N"), scalar("C")},
+       "01_embed.wgsl",
+       "",
+       "ops/embed.h",
+       "token_embed_backward",
+       "token_embed_backward_fast",
+       "as embed_backward_fast; bit-identical",
+       "",
+       "embed.wgsl",
+       page,
+       "embed",
+       tests,
+       ""},
+  };
+}
 
 }  // namespace reftrain

@@ -12,22 +12,28 @@
 #include <cstdio>
 #include <cstring>
 #include <initializer_list>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "ops/cast.h"
+#include "ops/kernel_record.h"
 
 namespace reftrain {
 
 class KernelDump {
  public:
-  enum class Role { kIn, kOut, kInOut };
-  struct Arg {
-    const char* name;
-    const char* dtype;  // safetensors dtype: F32, F16, I32, U8
-    const void* data;
-    size_t numel, elem_size;
-    Role role;
+  // One tensor argument of a call, in the record's binding order: a pointer whose type names its
+  // dtype, or null where this call binds nothing (a bias-free product's b, a structure the CPU
+  // kernel takes in place of a GPU's uniform, the fused attention's lse).
+  struct Ptr {
+    Ptr(std::nullptr_t) {}
+    Ptr(const float* p) : data(p), dtype("f32") {}
+    Ptr(const int32_t* p) : data(p), dtype("i32") {}
+    Ptr(const f16* p) : data(p), dtype("f16") {}
+    Ptr(const uint32_t* p) : data(p), dtype("u8 (u32 words)") {}  // packed 8-bit codes
+    const void* data = nullptr;
+    const char* dtype = "";
   };
   struct Tensor {
     std::string name, dtype;
@@ -35,53 +41,37 @@ class KernelDump {
     std::vector<uint8_t> bytes;
   };
 
-  static Arg in(const char* name, const float* p, size_t n) {
-    return {name, "F32", p, n, 4, Role::kIn};
-  }
-  static Arg in(const char* name, const int32_t* p, size_t n) {
-    return {name, "I32", p, n, 4, Role::kIn};
-  }
-  static Arg in(const char* name, const f16* p, size_t n) {
-    return {name, "F16", p, n, 2, Role::kIn};
-  }
-  static Arg out(const char* name, const float* p, size_t n) {
-    return {name, "F32", p, n, 4, Role::kOut};
-  }
-  static Arg out(const char* name, const f16* p, size_t n) {
-    return {name, "F16", p, n, 2, Role::kOut};
-  }
-  static Arg io(const char* name, const float* p, size_t n) {
-    return {name, "F32", p, n, 4, Role::kInOut};
-  }
-  // Packed 8-bit codes: `bytes` bytes from the first, one code each.
-  static Arg io_codes(const char* name, const uint32_t* p, size_t bytes) {
-    return {name, "U8", p, bytes, 1, Role::kInOut};
-  }
-
-  // Starts the next call: records its inputs and the before-values of its in-out bindings.
-  // Returns the call's index for end().
-  size_t begin(const std::string& layer, const char* kernel, std::initializer_list<Arg> args) {
+  // Starts the next call of kernel `k`: `tensors` are its non-scalar bindings in the record's
+  // order, `dims` the sizes its shapes name. Records the inputs and the before-values of the
+  // in-out bindings; returns the call's index for end(). Throws std::logic_error when the
+  // arguments do not match the record (a programming error).
+  size_t begin(const std::string& layer, const KernelRecord& k, std::initializer_list<Ptr> tensors,
+               std::initializer_list<Dim> dims) {
     char index[16];
     std::snprintf(index, sizeof index, "%04zu", calls_.size());
-    calls_.push_back(std::string(index) + "." + layer + "." + kernel);
-    pending_.emplace_back(args);
+    calls_.push_back(std::string(index) + "." + layer + "." + k.name);
+    pending_.emplace_back();
     outputs_.emplace_back();
-    for (const Arg& a : args) {
-      if (a.role != Role::kOut) record(calls_.back(), a, a.role == Role::kInOut ? "_in" : "");
+    const Ptr* p = tensors.begin();
+    for (const KernelBinding& b : k.bindings) {
+      if (b.role == BindingRole::kScalar) continue;
+      if (p == tensors.end()) mismatch(k, "fewer tensors than the record binds");
+      const Ptr arg = *p++;
+      if (!arg.data || b.role == BindingRole::kScratch) continue;
+      if (b.dtype != arg.dtype) mismatch(k, b.name + " is " + b.dtype + ", given " + arg.dtype);
+      const Arg a{b.name, dump_dtype(b.dtype), arg.data, shape_numel(b.shape, dims), b.role};
+      if (a.role != BindingRole::kOut) record(calls_.back(), a, a.role == BindingRole::kInOut);
+      pending_.back().push_back(a);
     }
+    if (p != tensors.end()) mismatch(k, "more tensors than the record binds");
     return calls_.size() - 1;
-  }
-
-  // One more binding of call `call`, begun and not yet ended (an optional one: a bias).
-  void begin_more(size_t call, const Arg& a) {
-    pending_[call].push_back(a);
-    if (a.role != Role::kOut) record(calls_[call], a, a.role == Role::kInOut ? "_in" : "");
   }
 
   // Ends call `call`: records its outputs and the after-values of its in-out bindings.
   void end(size_t call) {
     for (const Arg& a : pending_[call]) {
-      if (a.role != Role::kIn) record(calls_[call], a, ""), outputs_[call].push_back(a.name);
+      if (a.role != BindingRole::kIn) record(calls_[call], a, false);
+      if (a.role != BindingRole::kIn) outputs_[call].push_back(a.name);
     }
   }
 
@@ -91,10 +81,25 @@ class KernelDump {
   const std::vector<Tensor>& tensors() const { return tensors_; }
 
  private:
-  void record(const std::string& call, const Arg& a, const char* suffix) {
+  struct Arg {
+    std::string name;
+    const char* dtype;  // safetensors dtype: F32, F16, I32, U8 (packed codes: one byte each)
+    const void* data;
+    size_t numel;
+    BindingRole role;
+  };
+  static const char* dump_dtype(const std::string& dtype) {
+    return dtype == "f16" ? "F16" : dtype == "i32" ? "I32" : dtype == "f32" ? "F32" : "U8";
+  }
+  [[noreturn]] static void mismatch(const KernelRecord& k, const std::string& what) {
+    throw std::logic_error("kernel dump of " + k.name + ": " + what);
+  }
+  // The tensor `<call>.<binding>`, or `<call>.<binding>_in` for an in-out binding's before-value.
+  void record(const std::string& call, const Arg& a, bool before) {
     const auto* p = static_cast<const uint8_t*>(a.data);
-    tensors_.push_back({call + "." + a.name + suffix, a.dtype, a.numel,
-                        std::vector<uint8_t>(p, p + a.numel * a.elem_size)});
+    const size_t elem = a.dtype[1] == '1' ? 2 : a.dtype[0] == 'U' ? 1 : 4;  // F16, U8, 4 bytes
+    tensors_.push_back({call + "." + a.name + (before ? "_in" : ""), a.dtype, a.numel,
+                        std::vector<uint8_t>(p, p + a.numel * elem)});
   }
 
   std::vector<std::string> calls_;
@@ -102,14 +107,5 @@ class KernelDump {
   std::vector<std::vector<std::string>> outputs_;
   std::vector<Tensor> tensors_;
 };
-
-// Runs `run` as one recorded call of `dump` (nothing is recorded when dump is null).
-template <typename F>
-void dump_call(KernelDump* dump, const std::string& layer, const char* kernel,
-               std::initializer_list<KernelDump::Arg> args, F&& run) {
-  const size_t call = dump ? dump->begin(layer, kernel, args) : 0;
-  run();
-  if (dump) dump->end(call);
-}
 
 }  // namespace reftrain

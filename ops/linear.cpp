@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "ops/cast.h"
+#include "ops/kernel_record.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -86,5 +87,105 @@ template void linear_backward_weight<float>(const Matmul&, float*, const float*,
                                             int, int);
 template void bias_backward<float>(float*, const float*, int, int);
 template void bias_backward<double>(double*, const double*, int, int);
+
+// ---- the records -----------------------------------------------------------------------
+// The linear products have one function each for every variant: the reference and the fast
+// version are the naive and the blocked Matmul passed in (ops/matmul.h).
+std::vector<KernelRecord> linear_records() {
+  using namespace record;
+  const std::string h = "ops/linear.h", tests = "tests/ops/test_linear.cpp";
+  const std::string ours = "linear.wgsl linear_tiled.wgsl linear_reg4x4.wgsl";
+  const std::string variants =
+      "matmul naive (the reference), tiled, blocked (the fast default), eigen (`--matmul`)";
+  const std::string fwd = "docs/kernels/03_linear.md", bwd = "docs/kernels/11_linear_backward.md";
+  const std::string how =
+      "on the blocked Matmul: packed panels, a register micro-kernel, OpenMP; "
+      "bit-identical";
+  auto bench = [](const char* p) {
+    return std::string("bench/bench_matmul.cpp {naive,tiled,blocked,eigen}/") + p + "/SHAPE";
+  };
+  return {
+      {"linear_forward",
+       "out[r,o] = b[o] + Σ_k inp[r,k]·w[o,k] (llama: no bias, the same with b = 0)",
+       {out("out", "f32", "[N,O]"), in("inp", "f32", "[N,K]"), in("w", "f32", "[O,K]"),
+        in("b", "f32", "[O]"), scalar("N"), scalar("K"), scalar("O")},
+       "03_linear.wgsl",
+       "",
+       h,
+       "linear_forward",
+       "linear_forward",
+       how,
+       variants,
+       ours,
+       fwd,
+       "linear",
+       tests,
+       bench("fwd")},
+      {"linear_forward_f16",
+       "mixed precision: out[r,o] = b[o] + Σ_k inp[r,k]·f32(w16[o,k]) (the fp16 mirror widened)",
+       {out("out", "f32", "[N,O]"), in("inp", "f32", "[N,K]"), in("w16", "f16", "[O,K]"),
+        in("b", "f32", "[O]"), scalar("N"), scalar("K"), scalar("O")},
+       "03_linear.wgsl",
+       "linear_forward",
+       h,
+       "linear_forward",
+       "linear_forward",
+       how,
+       variants,
+       ours,
+       fwd,
+       "linear",
+       tests,
+       bench("fwd")},
+      {"linear_backward_data",
+       "dinp[r,k] += Σ_o dout[r,o]·w[o,k]",
+       {inout("dinp", "f32", "[N,K]"), in("dout", "f32", "[N,O]"), in("w", "f32", "[O,K]"),
+        scalar("N"), scalar("K"), scalar("O")},
+       "11_linear_backward.wgsl",
+       "",
+       h,
+       "linear_backward_data",
+       "linear_backward_data",
+       how,
+       variants,
+       ours,
+       bwd,
+       "linear_backward",
+       tests,
+       bench("bwd_data")},
+      {"linear_backward_data_f16",
+       "mixed precision: dinp[r,k] += Σ_o dout[r,o]·f32(w16[o,k])",
+       {inout("dinp", "f32", "[N,K]"), in("dout", "f32", "[N,O]"), in("w16", "f16", "[O,K]"),
+        scalar("N"), scalar("K"), scalar("O")},
+       "11_linear_backward.wgsl",
+       "linear_backward_data",
+       h,
+       "linear_backward_data",
+       "linear_backward_data",
+       how,
+       variants,
+       ours,
+       bwd,
+       "linear_backward",
+       tests,
+       bench("bwd_data")},
+      {"linear_backward_weight",
+       "dw[o,k] += Σ_r dout[r,o]·inp[r,k]; db[o] += Σ_r dout[r,o] (rows in order)",
+       {inout("dw", "f32", "[O,K]"), inout("db", "f32", "[O]"), in("dout", "f32", "[N,O]"),
+        in("inp", "f32", "[N,K]"), scalar("N"), scalar("K"), scalar("O")},
+       "11_linear_backward.wgsl",
+       "",
+       h,
+       "linear_backward_weight, bias_backward",
+       "linear_backward_weight, bias_backward",
+       how,
+       variants,
+       ours,
+       bwd,
+       "linear_backward",
+       tests,
+       bench("bwd_weight")},
+  };
+}
 
 }  // namespace reftrain

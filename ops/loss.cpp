@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "ops/kernel_record.h"
 #include "simd/reduce.h"
 
 namespace reftrain {
@@ -96,5 +97,30 @@ template void crossentropy_forward_backward<float>(float*, float*, const float*,
                                                    int, int, int, float, float);
 template void crossentropy_forward_backward<double>(double*, double*, const double*, const int32_t*,
                                                     int, int, int, double, double);
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> loss_records() {
+  using namespace record;
+  return {
+      {"crossentropy_forward_backward",
+       "lse = logsumexp(logits[:V]); loss = lse − logits[target] + z·lse²; dlogits = "
+       "(softmax − onehot)·dloss + 2·z·lse·softmax·dloss for j < V, 0 for V ≤ j < Vp",
+       {out("losses", "f32", "[N]"), out("dlogits", "f32", "[N,Vp]"), in("logits", "f32", "[N,Vp]"),
+        in("targets", "i32", "[N]"), scalar("N"), scalar("V"), scalar("Vp"), scalar("dloss", "f32"),
+        scalar("z", "f32")},
+       "07_loss.wgsl",
+       "",
+       "ops/loss.h",
+       "crossentropy_forward_backward",
+       "crossentropy_forward_backward_fast",
+       "16 lanes, simd::exp, one exponential per logit; within a bound",
+       "",
+       "loss.wgsl",
+       "docs/kernels/07_loss.md",
+       "crossentropy",
+       "tests/ops/test_loss.cpp",
+       "bench/bench_ops.cpp crossentropy_fwd_bwd/{ref,fast}"},
+  };
+}
 
 }  // namespace reftrain

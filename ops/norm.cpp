@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "ops/kernel_record.h"
 #include "simd/reduce.h"
 
 namespace reftrain {
@@ -272,5 +273,82 @@ void rmsnorm_backward_fast(float* dx, float* dw, const float* dout, const float*
   template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> norm_records() {
+  using namespace record;
+  const std::string page = "docs/kernels/02_norm.md", tests = "tests/ops/test_norm.cpp";
+  const std::string how = "16 lanes, row sums in simd/reduce.h's fixed order; within a bound";
+  return {
+      {"layernorm_forward",
+       "mean = Σx/C; rstd = 1/√(Σ(x−mean)²/C + eps); out = (x−mean)·rstd·w + b",
+       {out("out", "f32", "[N,C]"), out("mean", "f32", "[N]"), out("rstd", "f32", "[N]"),
+        in("x", "f32", "[N,C]"), in("w", "f32", "[C]"), in("b", "f32", "[C]"), scalar("N"),
+        scalar("C")},
+       "02_norm.wgsl",
+       "",
+       "ops/norm.h",
+       "layernorm_forward",
+       "layernorm_forward_fast",
+       how,
+       "",
+       "norm.wgsl",
+       page,
+       "layernorm",
+       tests,
+       "bench/bench_ops.cpp layernorm_forward/{ref,fast}"},
+      {"layernorm_backward",
+       "n = (x−mean)·rstd, dn = dout·w; dx += rstd·(dn − mean(dn) − n·mean(dn·n)); "
+       "dw += Σ_rows dout·n; db += Σ_rows dout",
+       {inout("dx", "f32", "[N,C]"), inout("dw", "f32", "[C]"), inout("db", "f32", "[C]"),
+        in("dout", "f32", "[N,C]"), in("x", "f32", "[N,C]"), in("w", "f32", "[C]"),
+        in("mean", "f32", "[N]"), in("rstd", "f32", "[N]"), scalar("N"), scalar("C")},
+       "02_norm.wgsl",
+       "",
+       "ops/norm.h",
+       "layernorm_backward",
+       "layernorm_backward_fast",
+       how,
+       "",
+       "norm.wgsl",
+       page,
+       "layernorm",
+       tests,
+       "bench/bench_ops.cpp layernorm_backward/{ref,fast}"},
+      {"rmsnorm_forward",
+       "rstd = 1/√(Σx²/C + eps); out = x·rstd·w",
+       {out("out", "f32", "[N,C]"), out("rstd", "f32", "[N]"), in("x", "f32", "[N,C]"),
+        in("w", "f32", "[C]"), scalar("N"), scalar("C")},
+       "02_norm.wgsl",
+       "",
+       "ops/norm.h",
+       "rmsnorm_forward",
+       "rmsnorm_forward_fast",
+       how,
+       "",
+       "norm.wgsl",
+       page,
+       "rmsnorm",
+       tests,
+       "bench/bench_ops.cpp rmsnorm_forward/{ref,fast}"},
+      {"rmsnorm_backward",
+       "n = x·rstd, dn = dout·w; dx += rstd·(dn − n·mean(dn·n)); dw += Σ_rows dout·n",
+       {inout("dx", "f32", "[N,C]"), inout("dw", "f32", "[C]"), in("dout", "f32", "[N,C]"),
+        in("x", "f32", "[N,C]"), in("w", "f32", "[C]"), in("rstd", "f32", "[N]"), scalar("N"),
+        scalar("C")},
+       "02_norm.wgsl",
+       "",
+       "ops/norm.h",
+       "rmsnorm_backward",
+       "rmsnorm_backward_fast",
+       how,
+       "",
+       "norm.wgsl",
+       page,
+       "rmsnorm",
+       tests,
+       "bench/bench_ops.cpp rmsnorm_backward/{ref,fast}"},
+  };
+}
 
 }  // namespace reftrain

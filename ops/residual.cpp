@@ -1,5 +1,6 @@
 #include "ops/residual.h"
 
+#include "ops/kernel_record.h"
 #include "simd/wide.h"
 
 namespace reftrain {
@@ -42,5 +43,44 @@ void residual_backward_fast(float* da, float* db, const float* dout, size_t n) {
   template void residual_backward<T>(T*, T*, const T*, size_t);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> residual_records() {
+  using namespace record;
+  const std::string page = "docs/kernels/09_backward_ffn.md", tests = "tests/ops/test_residual.cpp";
+  return {
+      {"residual_forward",
+       "out = a + b",
+       {out("out", "f32", "[n]"), in("a", "f32", "[n]"), in("b", "f32", "[n]"), scalar("n")},
+       "09_backward_ffn.wgsl",
+       "",
+       "ops/residual.h",
+       "residual_forward",
+       "residual_forward_fast",
+       "16 lanes; bit-identical",
+       "",
+       "pointwise.wgsl",
+       page,
+       "",
+       tests,
+       "bench/bench_ops.cpp residual_forward/{ref,fast}"},
+      {"residual_backward",
+       "da += dout; db += dout",
+       {inout("da", "f32", "[n]"), inout("db", "f32", "[n]"), in("dout", "f32", "[n]"),
+        scalar("n")},
+       "09_backward_ffn.wgsl",
+       "",
+       "ops/residual.h",
+       "residual_backward",
+       "residual_backward_fast",
+       "16 lanes; bit-identical",
+       "",
+       "pointwise.wgsl",
+       page,
+       "",
+       tests,
+       "bench/bench_ops.cpp residual_backward/{ref,fast}"},
+  };
+}
 
 }  // namespace reftrain

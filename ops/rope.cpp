@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "ops/kernel_record.h"
 #include "simd/wide.h"
 
 namespace reftrain {
@@ -141,5 +142,48 @@ void rope_backward_fast(float* dx, const float* dout, int B, int Tn, int NH, int
   template void rope_backward<T>(T*, const T*, int, int, int, int, double, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> rope_records() {
+  using namespace record;
+  const std::string page = "docs/kernels/04_rope.md";
+  const std::string tests = "tests/ops/test_rope.cpp, tests/model/test_torch_parity.cpp";
+  return {
+      {"rope_forward",
+       "rotate-half: f_i = theta^(−2i/hs), a = t·f_i; out[i] = x[i]·cos a − x[i+hs/2]·sin a; "
+       "out[i+hs/2] = x[i+hs/2]·cos a + x[i]·sin a (angles in double, rounded once)",
+       {out("out", "f32", "[B,T,C]"), in("x", "f32", "[B,T,C]"), scalar("B"), scalar("T"),
+        scalar("NH"), scalar("hs"), scalar("theta", "f64")},
+       "04_rope.wgsl",
+       "",
+       "ops/rope.h",
+       "rope_forward",
+       "rope_forward_fast",
+       "16 pairs at a time; bit-identical",
+       "",
+       "rope.wgsl",
+       page,
+       "rope",
+       tests,
+       "bench/bench_ops.cpp rope_forward/{ref,fast}"},
+      {"rope_backward",
+       "the rotation by −a: dx[i] += dout[i]·cos a + dout[i+hs/2]·sin a; "
+       "dx[i+hs/2] += dout[i+hs/2]·cos a − dout[i]·sin a",
+       {inout("dx", "f32", "[B,T,C]"), in("dout", "f32", "[B,T,C]"), scalar("B"), scalar("T"),
+        scalar("NH"), scalar("hs"), scalar("theta", "f64")},
+       "04_rope.wgsl",
+       "",
+       "ops/rope.h",
+       "rope_backward",
+       "rope_backward_fast",
+       "16 pairs at a time; bit-identical",
+       "",
+       "rope.wgsl",
+       page,
+       "rope",
+       tests,
+       "bench/bench_ops.cpp rope_backward/{ref,fast}"},
+  };
+}
 
 }  // namespace reftrain

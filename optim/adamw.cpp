@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "optim/adamw_core.h"
+#include "optim/kernel_table.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -170,5 +171,96 @@ void adamw_update_f16_fast(float* w, float* g, float* m, float* v, f16* w16, siz
 }
 
 #pragma GCC diagnostic pop
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> grad_norm_records() {
+  using namespace record;
+  const std::string page = "docs/kernels/12_optimizer.md", tests = "tests/optim/test_adamw.cpp";
+  return {
+      {"reduce_norm_sq",
+       "result = Σ data² over finite data (reftrain sums in double, rounds once)",
+       {in("data", "f32", "[n]"), out("result", "f32", "[1]"), scalar("n")},
+       "12_optimizer.wgsl",
+       "",
+       "optim/adamw.h",
+       "reduce_norm_sq, norm_sq_partials",
+       "reduce_norm_sq_fast, norm_sq_partials_fast",
+       "the fixed chunks on OpenMP threads, 16 lanes; within a bound",
+       "",
+       "optimizer.wgsl",
+       page,
+       "reduce_norm_sq",
+       tests,
+       "bench/bench_optimizer.cpp BM_reduce_norm_sq, BM_reduce_norm_sq_fast"},
+      {"finalize_grad_stats",
+       "grad_norm = √norm_sq; clip = min(1, max_norm / max(grad_norm, 1e-6))",
+       {in("norm_sq", "f32", "[1]"), out("grad_stats", "f32", "[2]"), scalar("max_norm", "f32")},
+       "12_optimizer.wgsl",
+       "",
+       "optim/adamw.h",
+       "finalize_grad_stats",
+       "",
+       "two scalars a step: the reference runs",
+       "",
+       "optimizer.wgsl",
+       page,
+       "finalize_grad_stats",
+       tests,
+       ""},
+  };
+}
+
+namespace {
+
+// The GPU study's bindings in order; the tensors keep the short names (w, g, m, v, ...), and
+// `wgsl` names the study's variable: m_buf, v_buf, and a _mp suffix on every name of
+// adamw_update_f16. t is what reftrain's kernels take; a GPU reads bias = (β1^t, β2^t, ε, 0).
+std::vector<KernelBinding> adamw_bindings(const std::string& sfx) {
+  using namespace record;
+  std::vector<KernelBinding> b = {
+      inout("w", "f32", "[size]"), inout("g", "f32", "[size]"),    inout("m", "f32", "[size]"),
+      inout("v", "f32", "[size]"), in("grad_stats", "f32", "[2]"), scalar("size"),
+      in("hp", "f32", "[4]"),      in("bias", "f32", "[4]"),       in("t", "i32", "[1]")};
+  for (KernelBinding& x : b) {
+    const std::string base = x.name == "m" ? "m_buf" : x.name == "v" ? "v_buf" : x.name;
+    if (x.name != "t" && base + sfx != x.name) x.wgsl = base + sfx;
+  }
+  b.back().wgsl = "(not bound: the host turns t into bias)";
+  return b;
+}
+
+}  // namespace
+
+std::vector<KernelRecord> adamw_records() {
+  const std::string page = "docs/kernels/12_optimizer.md";
+  const std::string tests = "tests/optim/test_adamw.cpp, tests/model/test_torch_parity.cpp";
+  KernelRecord a{"adamw_update",
+                 "g' = isfinite(g) ? g·clip : 0; m = β1·m + (1−β1)·g'; v = β2·v + ((1−β2)·g')·g'; "
+                 "m̂ = m·(1/max(1−β1^t, 1e-12)); v̂ = v·(1/max(1−β2^t, 1e-12)); "
+                 "w −= lr·(m̂/(√v̂ + ε) + wd·w); g = 0",
+                 adamw_bindings(""),
+                 "12_optimizer.wgsl",
+                 "",
+                 "optim/adamw.h",
+                 "adamw_update",
+                 "adamw_update_fast",
+                 "xsimd batches over OpenMP blocks; bit-identical",
+                 "",
+                 "optimizer.wgsl",
+                 page,
+                 "adamw_update",
+                 tests,
+                 "bench/bench_optimizer.cpp BM_adamw_update, BM_adamw_update_fast"};
+  KernelRecord f = a;
+  f.name = f.reference = "adamw_update_f16";
+  f.fast = "adamw_update_f16_fast";
+  f.math = "adamw_update, then w16 = f16(clamp(w, ±65504)) in the same pass";
+  f.bindings = adamw_bindings("_mp");
+  f.bindings.push_back(record::out("w16", "f16", "[size]"));
+  f.bindings.back().wgsl = "dst_w16";
+  f.fast_how = "as adamw_update_fast's, the ISA's f16 conversion for the mirror; bit-identical";
+  f.bench = "bench/bench_optimizer.cpp BM_adamw_update_f16_fast, BM_adamw_update_fast_then_cast";
+  return {a, f};
+}
 
 }  // namespace reftrain

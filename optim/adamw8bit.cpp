@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "optim/adamw_core.h"
+#include "optim/kernel_table.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -329,6 +330,36 @@ void adamw_8bit_update_fast(float* w, float* g, uint32_t* m_packed, uint32_t* v_
                             float* m_scale, float* v_scale, size_t n, const GradStats& stats,
                             const AdamWHyper& hp, int t) {
   adamw_8bit_blocks<true>(w, g, m_packed, v_packed, m_scale, v_scale, n, make_coeffs(stats, hp, t));
+}
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> adamw_8bit_records() {
+  using namespace record;
+  KernelBinding t = in("t", "i32", "[1]");
+  t.wgsl = "(not bound: the host turns t into bias)";
+  return {
+      {"adamw_8bit_update",
+       "per block of 256: dequantize m (code·scale) and v ((code·scale)²), the adamw_update "
+       "step, requantize (docs/numerics.md: m signed absmax/127, v as √v/(√vmax/255), never 0)",
+       {inout("w", "f32", "[size]"), inout("g", "f32", "[size]"),
+        inout("m_packed", "u8 (u32 words)", "[4·ceil(size/4)]"),
+        inout("v_packed", "u8 (u32 words)", "[4·ceil(size/4)]"),
+        inout("m_scale", "f32", "[ceil(size/256)]"), inout("v_scale", "f32", "[ceil(size/256)]"),
+        in("grad_stats", "f32", "[2]"), scalar("size"), in("hp", "f32", "[4]"),
+        in("bias", "f32", "[4]"), t},
+       "12_optimizer.wgsl",
+       "",
+       "optim/adamw8bit.h",
+       "adamw_8bit_update, quantize_m, dequantize_m, quantize_v, dequantize_v",
+       "adamw_8bit_update_fast",
+       "xsimd batches, OpenMP over blocks; bit-identical",
+       "",
+       "optimizer.wgsl",
+       "docs/kernels/12_optimizer.md",
+       "adamw_8bit_update",
+       "tests/optim/test_adamw8bit.cpp",
+       "bench/bench_optimizer.cpp BM_gpt2_124m_step_adamw8bit"},
+  };
 }
 
 }  // namespace reftrain

@@ -27,7 +27,7 @@ OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kern
 
 OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels,
                                Shard shard)
-    : kind_(kind), kernels_(kernels), wd_end_(wd_end), total_(total), shard_(shard) {
+    : kind_(kind), kt_(kernel_table(kernels)), wd_end_(wd_end), total_(total), shard_(shard) {
   const size_t n = shard_.size();
   if (kind == Optimizer::kAdamW) {
     m_ = AlignedBuffer<float>(n);
@@ -45,31 +45,26 @@ OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kern
 // [grad_norm, clip], as the kernels bind them.
 GradStats OptimizerState::step(float* w, float* g, f16* w16, const AdamWHyper& hp, float max_norm,
                                int t) {
-  using D = KernelDump;
   if (shard_.begin != 0 || shard_.end != total_) {
     throw std::logic_error("OptimizerState::step: a sharded state takes apply()");
   }
-  const bool fast = kernels_ == Kernels::kFast;
   double norm_sq = 0.0;
   float result = 0.0f, stats_out[2] = {0.0f, 0.0f};
-  dump_call(dump_, "optim", "reduce_norm_sq",
-            {D::in("data", g, total_), D::out("result", &result, 1)}, [&] {
-              norm_sq = fast ? reduce_norm_sq_fast(g, total_) : reduce_norm_sq(g, total_);
-              result = static_cast<float>(norm_sq);
-            });
+  dump_call(dump_, "optim", "reduce_norm_sq", {g, &result}, {{"n", total_}}, [&] {
+    norm_sq = kt_.reduce_norm_sq(g, total_);
+    result = static_cast<float>(norm_sq);
+  });
   GradStats stats{};
-  dump_call(dump_, "optim", "finalize_grad_stats",
-            {D::in("norm_sq", &result, 1), D::out("grad_stats", stats_out, 2)}, [&] {
-              stats = finalize_grad_stats(norm_sq, max_norm);
-              stats_out[0] = stats.grad_norm, stats_out[1] = stats.clip;
-            });
+  dump_call(dump_, "optim", "finalize_grad_stats", {&result, stats_out}, {}, [&] {
+    stats = finalize_grad_stats(norm_sq, max_norm);
+    stats_out[0] = stats.grad_norm, stats_out[1] = stats.clip;
+  });
   apply(w, g, 0, w16, stats, hp, t);
   return stats;
 }
 
 void OptimizerState::apply(float* w, float* g, size_t g_begin, f16* w16, const GradStats& stats,
                            const AdamWHyper& hp, int t) {
-  using D = KernelDump;
   const Range ranges[2] = {{0, wd_end_, hp.wd}, {wd_end_, total_ - wd_end_, 0.0f}};
   const bool whole = shard_.begin == 0 && shard_.end == total_;
   for (const Range& r : ranges) {  // each range's part in the shard (a whole state: the range)
@@ -81,18 +76,16 @@ void OptimizerState::apply(float* w, float* g, size_t g_begin, f16* w16, const G
     float* src = w + shard_.begin;
     f16* dst = w16 + shard_.begin;
     const size_t n = shard_.size();
-    const bool fast = kernels_ == Kernels::kFast;
-    dump_call(dump_, "optim", "cast_f32_to_f16", {D::in("src", src, n), D::out("dst", dst, n)},
-              [&] { fast ? cast_f32_to_f16_fast(dst, src, n) : cast_f32_to_f16(dst, src, n); });
+    dump_call(dump_, "optim", "cast_f32_to_f16", {src, dst}, {{"n", n}},
+              [&] { kt_.cast_f32_to_f16(dst, src, n); });
   }
 }
 
 // r lies in the shard and in one range; the state's buffers start at the shard's first element.
+// hp, bias and t are uniforms on a GPU: the dump binds none of them.
 void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, f16* w16_all,
                             const Range& r, const GradStats& stats, AdamWHyper hp, int t) {
-  using D = KernelDump;
   hp.wd = r.wd;
-  const bool fast = kernels_ == Kernels::kFast;
   const size_t at = r.begin - shard_.begin;  // r's first element in the state's buffers
   float* w = w_all + r.begin;
   float* g = g_all + (r.begin - g_begin);
@@ -102,30 +95,21 @@ void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, f16* w16
     const size_t first_block = quant_scale_index(r.begin, wd_end_) - first_scale();
     uint32_t *mc = m_codes_.data() + at / 4, *vc = v_codes_.data() + at / 4;
     float *ms = m_scales_.data() + first_block, *vs = v_scales_.data() + first_block;
-    const size_t bytes = (n + 3) / 4 * 4, blocks = quant_blocks(n);
     dump_call(dump_, "optim", "adamw_8bit_update",
-              {D::io("w", w, n), D::io("g", g, n), D::io_codes("m_packed", mc, bytes),
-               D::io_codes("v_packed", vc, bytes), D::io("m_scale", ms, blocks),
-               D::io("v_scale", vs, blocks), D::in("grad_stats", grad_stats, 2)},
-              [&] {
-                (fast ? adamw_8bit_update_fast : adamw_8bit_update)(w, g, mc, vc, ms, vs, n, stats,
-                                                                    hp, t);
-              });
+              {w, g, mc, vc, ms, vs, grad_stats, nullptr, nullptr, nullptr}, {{"size", n}},
+              [&] { kt_.adamw_8bit_update(w, g, mc, vc, ms, vs, n, stats, hp, t); });
     return;
   }
   float *m = m_.data() + at, *v = v_.data() + at;
-  const size_t call = dump_ ? dump_->begin("optim", w16_all ? "adamw_update_f16" : "adamw_update",
-                                           {D::io("w", w, n), D::io("g", g, n), D::io("m", m, n),
-                                            D::io("v", v, n), D::in("grad_stats", grad_stats, 2)})
-                            : 0;
-  if (dump_ && w16_all) dump_->begin_more(call, D::out("w16", w16_all + r.begin, n));
   if (w16_all) {
-    (fast ? adamw_update_f16_fast : adamw_update_f16)(w, g, m, v, w16_all + r.begin, n, stats, hp,
-                                                      t);
+    f16* w16 = w16_all + r.begin;
+    dump_call(dump_, "optim", "adamw_update_f16",
+              {w, g, m, v, grad_stats, nullptr, nullptr, nullptr, w16}, {{"size", n}},
+              [&] { kt_.adamw_update_f16(w, g, m, v, w16, n, stats, hp, t); });
   } else {
-    (fast ? adamw_update_fast : adamw_update)(w, g, m, v, n, stats, hp, t);
+    dump_call(dump_, "optim", "adamw_update", {w, g, m, v, grad_stats, nullptr, nullptr, nullptr},
+              {{"size", n}}, [&] { kt_.adamw_update(w, g, m, v, n, stats, hp, t); });
   }
-  if (dump_) dump_->end(call);
 }
 
 }  // namespace reftrain

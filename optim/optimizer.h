@@ -17,6 +17,7 @@
 #include "ops/kernel_dump.h"
 #include "ops/kernels.h"
 #include "optim/adamw.h"
+#include "optim/kernel_table.h"
 #include "optim/zero_shard.h"
 #include "simd/aligned_buffer.h"
 
@@ -77,7 +78,7 @@ class OptimizerState {
               AdamWHyper hp, int t);
 
   Optimizer kind_;
-  Kernels kernels_;
+  KernelTable kt_;  // the column of the kernels it runs
   size_t wd_end_, total_;
   Shard shard_;                 // the elements this state holds: [0, total) unless sharded
   AlignedBuffer<float> m_, v_;  // adamw: fp32 moments, layout of w

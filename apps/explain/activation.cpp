@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,67 @@ void run_gelu(Printer& out, uint64_t seed) {
   auto loss = [&](const Vec& xv) {
     Vec yv(n);
     gelu_forward(yv.data(), xv.data(), n);
+    return dot(dout, yv);
+  };
+  for (size_t i = 0; i < n; ++i) {
+    Vec xp = x, xm = x;
+    xp[i] += kStep, xm[i] -= kStep;
+    out.fd("dx[" + std::to_string(i) + "]", dx_op[i], (loss(xp) - loss(xm)) / (2 * kStep));
+  }
+}
+
+// Five values of x in [-3, 3), as gelu's, so the two forms can be read side by side.
+void run_gelu_erf(Printer& out, uint64_t seed) {
+  const size_t n = 5;
+  Inputs in(seed);
+  const Vec x = in.uniform(n, -3, 3);
+  out.title("gelu_erf: out = 0.5 x (1 + erf(x / sqrt 2))  (Hugging Face's \"gelu\")");
+  out.section("inputs (n=5)");
+  out.vec("x", x);
+
+  out.section("forward, step by step");
+  Vec e(n), y(n);
+  for (size_t i = 0; i < n; ++i) {
+    e[i] = std::erf(x[i] / std::sqrt(2.0));
+    y[i] = 0.5 * x[i] * (1.0 + e[i]);
+  }
+  out.vec("erf(x / sqrt 2)", e);
+  out.vec("out = 0.5 x (1 + erf)", y);
+  Vec y_op(n);
+  gelu_erf_forward(y_op.data(), x.data(), n);
+  out.vec("out (gelu_erf_forward)", y_op);
+
+  out.section("backward: gelu_erf'(x) = A + B, dx = gelu_erf'(x) * dout");
+  const Vec dout = in.uniform(n, -1, 1);
+  out.vec("dout (upstream)", dout);
+  Vec a(n), b(n), grad(n), dx(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = 0.5 * (1.0 + e[i]);                                           // the normal CDF
+    b[i] = x[i] * std::exp(-0.5 * x[i] * x[i]) / std::sqrt(2.0 * M_PI);  // x times its density
+    grad[i] = a[i] + b[i];
+    dx[i] = grad[i] * dout[i];
+  }
+  out.vec("A = 0.5 (1 + erf)", a);
+  out.vec("B = x exp(-x^2/2) / sqrt(2 pi)", b);
+  out.vec("gelu_erf'(x) = A + B", grad);
+  out.vec("dx = gelu_erf'(x) dout", dx);
+  Vec dx_op(n, 0.0);
+  gelu_erf_backward(dx_op.data(), x.data(), dout.data(), n);
+  out.vec("dx (gelu_erf_backward)", dx_op);
+
+  out.section("against the tanh form: out - gelu(x)");
+  Vec tanh_form(n);
+  gelu_forward(tanh_form.data(), x.data(), n);
+  char gap[96];
+  std::snprintf(gap, sizeof gap,
+                "the largest |out - gelu(x)| here: %.1e (the two forms agree to ~1e-3)",
+                max_abs_diff(y_op, tanh_form));
+  out.line(gap);
+
+  out.section("finite-difference check of L = sum(dout * out), step 1e-6");
+  auto loss = [&](const Vec& xv) {
+    Vec yv(n);
+    gelu_erf_forward(yv.data(), xv.data(), n);
     return dot(dout, yv);
   };
   for (size_t i = 0; i < n; ++i) {
@@ -249,6 +311,8 @@ void run_ffn_backward(Printer& out, uint64_t seed) {
 
 void add_activation(std::vector<Explainer>& v) {
   v.push_back({"gelu", "GELU, tanh form (gpt2 FFN)", "docs/kernels/06_swiglu.md", run_gelu});
+  v.push_back({"gelu_erf", "GELU, exact erf form (Hugging Face's \"gelu\")",
+               "docs/kernels/06_swiglu.md", run_gelu_erf});
   v.push_back(
       {"swiglu", "SwiGLU: silu(gate) * up (llama FFN)", "docs/kernels/06_swiglu.md", run_swiglu});
   v.push_back({"ffn_backward", "the FFN block's backward: linear, swiglu, linear",

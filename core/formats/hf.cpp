@@ -186,11 +186,14 @@ ModelConfig gpt2_config(const HfConfigReader& c) {
   m.max_seq = c.integer("n_positions", 1, 1 << 20);
   m.vocab = c.integer("vocab_size", 1, 1 << 20);
   c.require("layer_norm_epsilon", 1e-5, 1e-5, "is not 1e-5, the eps of reftrain's LayerNorm");
-  // gelu_pytorch_tanh is the same tanh formula as gelu_new, computed by PyTorch's kernel.
+  // gelu_pytorch_tanh is the same tanh formula as gelu_new, computed by PyTorch's kernel; "gelu"
+  // is the exact erf form.
   const std::string act = c.string_or("activation_function", "gelu_new");
-  if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+  if (act == "gelu") {
+    m.activation = Activation::kGeluErf;
+  } else if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
     throw input_error(c.file() + ": activation_function " + c.value("activation_function") +
-                      " is not gelu_new, the tanh GELU reftrain computes");
+                      " is not gelu_new or gelu, the tanh and erf GELUs reftrain computes");
   }
   if (c.has("n_inner")) {
     c.require("n_inner", 0, 4 * m.channels, "is not 4·n_embd, reftrain's MLP width");
@@ -339,7 +342,8 @@ void check_format_metadata(const SafetensorsFile& f) {
 bool same_shape(const ModelConfig& a, const ModelConfig& b) {
   return a.arch == b.arch && a.layers == b.layers && a.heads == b.heads &&
          a.channels == b.channels && a.max_seq == b.max_seq && a.vocab == b.vocab &&
-         a.padded_vocab == b.padded_vocab && a.ffn == b.ffn && a.rope_theta == b.rope_theta;
+         a.padded_vocab == b.padded_vocab && a.ffn == b.ffn && a.rope_theta == b.rope_theta &&
+         a.activation == b.activation;
 }
 
 }  // namespace
@@ -425,7 +429,7 @@ Json hf_config_json(const ModelConfig& m) {
             {"n_layer", m.layers},
             {"n_head", m.heads},
             {"n_inner", nullptr},
-            {"activation_function", "gelu_new"},
+            {"activation_function", m.activation == Activation::kGeluErf ? "gelu" : "gelu_new"},
             {"layer_norm_epsilon", 1e-5},
             {"resid_pdrop", 0.0},
             {"embd_pdrop", 0.0},

@@ -27,22 +27,6 @@ const char* family_name(Family f) {
   return f == Family::kGpt2 ? "gpt2" : f == Family::kLlama ? "llama" : "both";
 }
 
-const char* role_name(Role r) {
-  switch (r) {
-    case Role::kIn:
-      return "in";
-    case Role::kOut:
-      return "out";
-    case Role::kInOut:
-      return "inout";
-    case Role::kScalar:
-      return "scalar";
-    case Role::kScratch:
-      return "scratch";
-  }
-  return "?";
-}
-
 // The output tensors of a case: "<case>.<binding>" for every out and inout binding.
 std::vector<std::string> output_names(const KernelSpec& k, const std::string& case_name) {
   std::vector<std::string> names;
@@ -108,17 +92,18 @@ Tolerance op_tolerance() {
               "element wrong by ~0.2% of the tensor's RMS");
 }
 
-KernelSpec op_kernel(std::string name, Family family, std::string twin_file, std::string math,
-                     std::vector<Binding> bindings, Json (*make)(FixtureGen&, const KernelDims&),
-                     void (*run_f32)(FixtureIo<float>&, const KernelDims&),
-                     void (*run_f64)(FixtureIo<double>&, const KernelDims&)) {
+KernelSpec record_kernel(const std::string& name, Family family,
+                         Json (*make)(FixtureGen&, const KernelDims&),
+                         void (*run_f32)(FixtureIo<float>&, const KernelDims&),
+                         void (*run_f64)(FixtureIo<double>&, const KernelDims&)) {
+  const KernelRecord& r = kernel_record(name);
   KernelSpec k{name,
                family,
-               std::move(twin_file),
-               name,
+               r.twin_file,
+               r.twin_entry.empty() ? name : r.twin_entry,
                "",
-               std::move(math),
-               std::move(bindings),
+               r.math,
+               r.bindings,
                {},
                {"small", "awkward"},
                make,

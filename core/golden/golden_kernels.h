@@ -16,9 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "core/golden/compare.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
+#include "core/golden/compare.h"
+#include "optim/kernel_table.h"
 
 namespace reftrain {
 
@@ -35,18 +36,9 @@ template <typename T>
 class FixtureIo;
 
 enum class Family { kBoth, kGpt2, kLlama };
-// in: read; out: written; inout: read and written (tensors <name>_in and <name>); scalar: a
-// size or hyperparameter (in the case's params, not a tensor); scratch: CPU working memory a GPU
-// does not need (no tensor).
-enum class Role { kIn, kOut, kInOut, kScalar, kScratch };
-
-struct Binding {
-  std::string name;  // the tensors' name in the fixture
-  Role role;
-  std::string dtype;  // "f32", "f16", "i32", "u8 (u32 words)", "u32", ...
-  std::string shape;  // in the dims' letters, "[N,C]"
-  std::string wgsl;   // the WGSL variable, where it is named otherwise
-};
+// A fixture's bindings are its kernel's record's (ops/kernel_record.h).
+using Role = BindingRole;
+using Binding = KernelBinding;
 
 struct KernelSpec {
   std::string name;  // the fixture file's stem and, unless `entry` says otherwise, the function
@@ -141,32 +133,17 @@ class FixtureIo {
 };
 
 namespace fixture {
-inline Binding input(std::string name, std::string dtype, std::string shape) {
-  return {std::move(name), Role::kIn, std::move(dtype), std::move(shape), ""};
-}
-inline Binding output(std::string name, std::string dtype, std::string shape) {
-  return {std::move(name), Role::kOut, std::move(dtype), std::move(shape), ""};
-}
-inline Binding inout(std::string name, std::string dtype, std::string shape) {
-  return {std::move(name), Role::kInOut, std::move(dtype), std::move(shape), ""};
-}
-inline Binding scalar(std::string name, std::string dtype = "u32") {
-  return {std::move(name), Role::kScalar, std::move(dtype), "[]", ""};
-}
-inline Binding scratch(std::string name, std::string shape) {
-  return {std::move(name), Role::kScratch, "f32", std::move(shape), ""};
-}
 Tolerance nmse(double max_nmse, std::string why);
 Tolerance ulps(double max_ulp, std::string why);
 Tolerance close(double rtol, double atol, std::string why);
 // An f32 op's output: NMSE ≤ 1e-9 (ggml test-backend-ops' metric, 100x its default 1e-7).
 Tolerance op_tolerance();
-// A kernel of ops/: the GPU entry point named like the kernel, the cases small and awkward,
-// op_tolerance() for every output.
-KernelSpec op_kernel(std::string name, Family family, std::string twin_file, std::string math,
-                     std::vector<Binding> bindings, Json (*make)(FixtureGen&, const KernelDims&),
-                     void (*run_f32)(FixtureIo<float>&, const KernelDims&),
-                     void (*run_f64)(FixtureIo<double>&, const KernelDims&));
+// The fixture of kernel `name`: its math, bindings and GPU twin from its record, the cases small
+// and awkward, op_tolerance() for every output.
+KernelSpec record_kernel(const std::string& name, Family family,
+                         Json (*make)(FixtureGen&, const KernelDims&),
+                         void (*run_f32)(FixtureIo<float>&, const KernelDims&),
+                         void (*run_f64)(FixtureIo<double>&, const KernelDims&));
 }  // namespace fixture
 
 // The kernel families, one function each (golden_kernels_*.cpp).

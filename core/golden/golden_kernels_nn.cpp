@@ -369,123 +369,50 @@ void run_attention_backward(FixtureIo<T>& io, const KernelDims& d) {
 #define REFTRAIN_RUN(f) f<float>, f<double>
 
 void add_embed_kernels(std::vector<KernelSpec>& v) {
-  v.push_back(op_kernel("embed_forward", Family::kGpt2, "01_embed.wgsl",
-                        "out[b,t,:] = wte[tok[b,t],:] + wpe[t,:]",
-                        {output("out", "f32", "[B,T,C]"), input("tokens", "i32", "[B,T]"),
-                         input("wte", "f32", "[Vp,C]"), input("wpe", "f32", "[maxT,C]"),
-                         scalar("B"), scalar("T"), scalar("C")},
-                        make_embed_forward, REFTRAIN_RUN(run_embed_forward)));
-  v.push_back(
-      op_kernel("embed_backward", Family::kGpt2, "01_embed.wgsl",
-                "dwte[tok[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:] (positions in order)",
-                {inout("dwte", "f32", "[Vp,C]"), inout("dwpe", "f32", "[maxT,C]"),
-                 input("dout", "f32", "[B,T,C]"), input("tokens", "i32", "[B,T]"), scalar("B"),
-                 scalar("T"), scalar("C")},
-                make_embed_backward, REFTRAIN_RUN(run_embed_backward)));
-  v.push_back(op_kernel("token_embed_forward", Family::kLlama, "01_embed.wgsl",
-                        "out[n,:] = wte[tok[n],:]",
-                        {output("out", "f32", "[N,C]"), input("tokens", "i32", "[N]"),
-                         input("wte", "f32", "[Vp,C]"), scalar("N"), scalar("C")},
-                        make_token_embed_forward, REFTRAIN_RUN(run_token_embed_forward)));
-  v.push_back(op_kernel("token_embed_backward", Family::kLlama, "01_embed.wgsl",
-                        "dwte[tok[n],:] += dout[n,:] (positions in order)",
-                        {inout("dwte", "f32", "[Vp,C]"), input("dout", "f32", "[N,C]"),
-                         input("tokens", "i32", "[N]"), scalar("N"), scalar("C")},
-                        make_token_embed_backward, REFTRAIN_RUN(run_token_embed_backward)));
+  v.push_back(record_kernel("embed_forward", Family::kGpt2, make_embed_forward,
+                            REFTRAIN_RUN(run_embed_forward)));
+  v.push_back(record_kernel("embed_backward", Family::kGpt2, make_embed_backward,
+                            REFTRAIN_RUN(run_embed_backward)));
+  v.push_back(record_kernel("token_embed_forward", Family::kLlama, make_token_embed_forward,
+                            REFTRAIN_RUN(run_token_embed_forward)));
+  v.push_back(record_kernel("token_embed_backward", Family::kLlama, make_token_embed_backward,
+                            REFTRAIN_RUN(run_token_embed_backward)));
 }
 
 void add_norm_kernels(std::vector<KernelSpec>& v) {
-  v.push_back(
-      op_kernel("layernorm_forward", Family::kGpt2, "02_norm.wgsl",
-                "mean = Σx/C; rstd = 1/√(Σ(x−mean)²/C + eps); out = (x−mean)·rstd·w + b",
-                {output("out", "f32", "[N,C]"), output("mean", "f32", "[N]"),
-                 output("rstd", "f32", "[N]"), input("x", "f32", "[N,C]"), input("w", "f32", "[C]"),
-                 input("b", "f32", "[C]"), scalar("N"), scalar("C")},
-                make_layernorm_forward, REFTRAIN_RUN(run_layernorm_forward)));
-  v.push_back(op_kernel(
-      "layernorm_backward", Family::kGpt2, "02_norm.wgsl",
-      "n = (x−mean)·rstd, dn = dout·w; dx += rstd·(dn − mean(dn) − n·mean(dn·n)); "
-      "dw += Σ_rows dout·n; db += Σ_rows dout",
-      {inout("dx", "f32", "[N,C]"), inout("dw", "f32", "[C]"), inout("db", "f32", "[C]"),
-       input("dout", "f32", "[N,C]"), input("x", "f32", "[N,C]"), input("w", "f32", "[C]"),
-       input("mean", "f32", "[N]"), input("rstd", "f32", "[N]"), scalar("N"), scalar("C")},
-      make_layernorm_backward, REFTRAIN_RUN(run_layernorm_backward)));
-  v.push_back(op_kernel(
-      "rmsnorm_forward", Family::kLlama, "02_norm.wgsl", "rstd = 1/√(Σx²/C + eps); out = x·rstd·w",
-      {output("out", "f32", "[N,C]"), output("rstd", "f32", "[N]"), input("x", "f32", "[N,C]"),
-       input("w", "f32", "[C]"), scalar("N"), scalar("C")},
-      make_rmsnorm_forward, REFTRAIN_RUN(run_rmsnorm_forward)));
-  v.push_back(
-      op_kernel("rmsnorm_backward", Family::kLlama, "02_norm.wgsl",
-                "n = x·rstd, dn = dout·w; dx += rstd·(dn − n·mean(dn·n)); dw += Σ_rows dout·n",
-                {inout("dx", "f32", "[N,C]"), inout("dw", "f32", "[C]"),
-                 input("dout", "f32", "[N,C]"), input("x", "f32", "[N,C]"),
-                 input("w", "f32", "[C]"), input("rstd", "f32", "[N]"), scalar("N"), scalar("C")},
-                make_rmsnorm_backward, REFTRAIN_RUN(run_rmsnorm_backward)));
+  v.push_back(record_kernel("layernorm_forward", Family::kGpt2, make_layernorm_forward,
+                            REFTRAIN_RUN(run_layernorm_forward)));
+  v.push_back(record_kernel("layernorm_backward", Family::kGpt2, make_layernorm_backward,
+                            REFTRAIN_RUN(run_layernorm_backward)));
+  v.push_back(record_kernel("rmsnorm_forward", Family::kLlama, make_rmsnorm_forward,
+                            REFTRAIN_RUN(run_rmsnorm_forward)));
+  v.push_back(record_kernel("rmsnorm_backward", Family::kLlama, make_rmsnorm_backward,
+                            REFTRAIN_RUN(run_rmsnorm_backward)));
 }
 
 void add_linear_kernels(std::vector<KernelSpec>& v) {
-  v.push_back(op_kernel(
-      "linear_forward", Family::kBoth, "03_linear.wgsl",
-      "out[r,o] = b[o] + Σ_k inp[r,k]·w[o,k] (llama: no bias, the same with b = 0)",
-      {output("out", "f32", "[N,O]"), input("inp", "f32", "[N,K]"), input("w", "f32", "[O,K]"),
-       input("b", "f32", "[O]"), scalar("N"), scalar("K"), scalar("O")},
-      make_linear_forward, REFTRAIN_RUN(run_linear_forward)));
-  v.push_back(op_kernel(
-      "linear_forward_f16", Family::kBoth, "03_linear.wgsl",
-      "mixed precision: out[r,o] = b[o] + Σ_k inp[r,k]·f32(w16[o,k]) (the fp16 mirror widened)",
-      {output("out", "f32", "[N,O]"), input("inp", "f32", "[N,K]"), input("w16", "f16", "[O,K]"),
-       input("b", "f32", "[O]"), scalar("N"), scalar("K"), scalar("O")},
-      make_linear_forward_f16, run_linear_forward_f16, run_linear_forward_f16_f64));
-  v.back().twin_entry = "linear_forward";
-  v.push_back(op_kernel("linear_backward_data", Family::kBoth, "11_linear_backward.wgsl",
-                        "dinp[r,k] += Σ_o dout[r,o]·w[o,k]",
-                        {inout("dinp", "f32", "[N,K]"), input("dout", "f32", "[N,O]"),
-                         input("w", "f32", "[O,K]"), scalar("N"), scalar("K"), scalar("O")},
-                        make_linear_backward_data, REFTRAIN_RUN(run_linear_backward_data)));
-  v.push_back(op_kernel("linear_backward_data_f16", Family::kBoth, "11_linear_backward.wgsl",
-                        "mixed precision: dinp[r,k] += Σ_o dout[r,o]·f32(w16[o,k])",
-                        {inout("dinp", "f32", "[N,K]"), input("dout", "f32", "[N,O]"),
-                         input("w16", "f16", "[O,K]"), scalar("N"), scalar("K"), scalar("O")},
-                        make_linear_backward_data_f16, REFTRAIN_RUN(run_linear_backward_data_f16)));
-  v.back().twin_entry = "linear_backward_data";
-  v.push_back(op_kernel(
-      "linear_backward_weight", Family::kBoth, "11_linear_backward.wgsl",
-      "dw[o,k] += Σ_r dout[r,o]·inp[r,k]; db[o] += Σ_r dout[r,o] (rows in order)",
-      {inout("dw", "f32", "[O,K]"), inout("db", "f32", "[O]"), input("dout", "f32", "[N,O]"),
-       input("inp", "f32", "[N,K]"), scalar("N"), scalar("K"), scalar("O")},
-      make_linear_backward_weight, REFTRAIN_RUN(run_linear_backward_weight)));
+  v.push_back(record_kernel("linear_forward", Family::kBoth, make_linear_forward,
+                            REFTRAIN_RUN(run_linear_forward)));
+  v.push_back(record_kernel("linear_forward_f16", Family::kBoth, make_linear_forward_f16,
+                            run_linear_forward_f16, run_linear_forward_f16_f64));
+  v.push_back(record_kernel("linear_backward_data", Family::kBoth, make_linear_backward_data,
+                            REFTRAIN_RUN(run_linear_backward_data)));
+  v.push_back(record_kernel("linear_backward_data_f16", Family::kBoth,
+                            make_linear_backward_data_f16,
+                            REFTRAIN_RUN(run_linear_backward_data_f16)));
+  v.push_back(record_kernel("linear_backward_weight", Family::kBoth, make_linear_backward_weight,
+                            REFTRAIN_RUN(run_linear_backward_weight)));
 }
 
 void add_attention_kernels(std::vector<KernelSpec>& v) {
-  v.push_back(op_kernel(
-      "rope_forward", Family::kLlama, "04_rope.wgsl",
-      "rotate-half: f_i = theta^(−2i/hs), a = t·f_i; out[i] = x[i]·cos a − x[i+hs/2]·sin a; "
-      "out[i+hs/2] = x[i+hs/2]·cos a + x[i]·sin a (angles in double, rounded once)",
-      {output("out", "f32", "[B,T,C]"), input("x", "f32", "[B,T,C]"), scalar("B"), scalar("T"),
-       scalar("NH"), scalar("hs"), scalar("theta", "f64")},
-      make_rope_forward, REFTRAIN_RUN(run_rope_forward)));
-  v.push_back(
-      op_kernel("rope_backward", Family::kLlama, "04_rope.wgsl",
-                "the rotation by −a: dx[i] += dout[i]·cos a + dout[i+hs/2]·sin a; "
-                "dx[i+hs/2] += dout[i+hs/2]·cos a − dout[i]·sin a",
-                {inout("dx", "f32", "[B,T,C]"), input("dout", "f32", "[B,T,C]"), scalar("B"),
-                 scalar("T"), scalar("NH"), scalar("hs"), scalar("theta", "f64")},
-                make_rope_backward, REFTRAIN_RUN(run_rope_backward)));
-  v.push_back(op_kernel(
-      "attention_forward", Family::kBoth, "05_attention.wgsl",
-      "causal: s = q·k/√hs (u ≤ t); att = softmax_u(s); out_t = Σ_u att[t,u]·v_u. A fused "
-      "(online-softmax) twin that keeps no att checks out only",
-      {output("out", "f32", "[B,T,C]"), output("att", "f32", "[B,NH,T,T]"),
-       input("qkv", "f32", "[B,T,3C]"), scalar("B"), scalar("T"), scalar("C"), scalar("NH")},
-      make_attention_forward, REFTRAIN_RUN(run_attention_forward)));
-  v.push_back(op_kernel(
-      "attention_backward", Family::kBoth, "10_attention_backward.wgsl",
-      "dp = dout·v; dv += att·dout; ds = att·(dp − Σ att·dp); dq += ds·k/√hs; dk += ds·q/√hs",
-      {inout("dqkv", "f32", "[B,T,3C]"), scratch("dp_scratch", "[B,NH,T]"),
-       input("dout", "f32", "[B,T,C]"), input("qkv", "f32", "[B,T,3C]"),
-       input("att", "f32", "[B,NH,T,T]"), scalar("B"), scalar("T"), scalar("C"), scalar("NH")},
-      make_attention_backward, REFTRAIN_RUN(run_attention_backward)));
+  v.push_back(record_kernel("rope_forward", Family::kLlama, make_rope_forward,
+                            REFTRAIN_RUN(run_rope_forward)));
+  v.push_back(record_kernel("rope_backward", Family::kLlama, make_rope_backward,
+                            REFTRAIN_RUN(run_rope_backward)));
+  v.push_back(record_kernel("attention_forward", Family::kBoth, make_attention_forward,
+                            REFTRAIN_RUN(run_attention_forward)));
+  v.push_back(record_kernel("attention_backward", Family::kBoth, make_attention_backward,
+                            REFTRAIN_RUN(run_attention_backward)));
 }
 
 }  // namespace

@@ -126,8 +126,7 @@ std::pair<std::vector<float>, std::vector<float>> make_adamw_common(FixtureGen& 
     for (float& x : v) x *= x;
   }
   if (fp32_state) g.add("m_in", {d.n}, m), g.add("v_in", {d.n}, v);
-  const GradStats st =
-      finalize_grad_stats(reduce_norm_sq(grads.data(), grads.size()), kMaxNorm);
+  const GradStats st = finalize_grad_stats(reduce_norm_sq(grads.data(), grads.size()), kMaxNorm);
   g.add("grad_stats", {2}, {st.grad_norm, st.clip});
   g.add("hp", {4}, {s.hp.lr, s.hp.beta1, s.hp.beta2, s.hp.wd});
   g.add("bias", {4},
@@ -180,8 +179,8 @@ void run_adamw(FixtureIo<float>& io, const KernelDims& d) {
 void run_adamw_f16(FixtureIo<float>& io, const KernelDims& d) {
   AdamWState s = read_state(io, true);
   std::vector<f16> w16(size_t(d.n));
-  adamw_update_f16(s.w.data(), s.g.data(), s.m.data(), s.v.data(), w16.data(), size_t(d.n),
-                       s.stats, s.hp, s.t);
+  adamw_update_f16(s.w.data(), s.g.data(), s.m.data(), s.v.data(), w16.data(), size_t(d.n), s.stats,
+                   s.hp, s.t);
   put_state(io, s, d, true);
   io.put_raw("w16", DType::kF16, {d.n}, w16.data());
 }
@@ -217,8 +216,8 @@ void run_adamw_8bit(FixtureIo<float>& io, const KernelDims& d) {
   std::vector<uint32_t> mc = words_of(io.bytes("m_packed_in")),
                         vc = words_of(io.bytes("v_packed_in"));
   std::vector<float> ms = io.get("m_scale_in"), vs = io.get("v_scale_in");
-  adamw_8bit_update(s.w.data(), s.g.data(), mc.data(), vc.data(), ms.data(), vs.data(),
-                        size_t(d.n), s.stats, s.hp, s.t);
+  adamw_8bit_update(s.w.data(), s.g.data(), mc.data(), vc.data(), ms.data(), vs.data(), size_t(d.n),
+                    s.stats, s.hp, s.t);
   put_state(io, s, d, false);
   const int64_t bytes = int64_t(mc.size()) * 4, nb = int64_t(ms.size());
   io.put_raw("m_packed", DType::kU8, {bytes}, mc.data());
@@ -251,112 +250,54 @@ Tolerance mirror_tolerance() {
               "value between two f16s); 0 on a device that rounds to nearest even");
 }
 
-// The step number reftrain's kernels take; a GPU reads bias = (β1^t, β2^t, ε, 0) instead.
-Binding step_binding() {
-  Binding t = input("t", "i32", "[1]");
-  t.wgsl = "(not bound: the host turns t into bias)";
-  return t;
-}
-
-// 12_optimizer.wgsl's bindings in order; the tensors keep the short names (w, g, m, v, ...),
-// "wgsl" names the WGSL variable: m_buf, v_buf, and a _mp suffix on every name of adamw_update_f16.
-std::vector<Binding> adamw_bindings(const std::string& sfx) {
-  std::vector<Binding> b = {
-      inout("w", "f32", "[size]"), inout("g", "f32", "[size]"),       inout("m", "f32", "[size]"),
-      inout("v", "f32", "[size]"), input("grad_stats", "f32", "[2]"), scalar("size"),
-      input("hp", "f32", "[4]"),   input("bias", "f32", "[4]"),       step_binding()};
-  for (Binding& x : b) {
-    const std::string base = x.name == "m" ? "m_buf" : x.name == "v" ? "v_buf" : x.name;
-    if (x.name != "t" && base + sfx != x.name) x.wgsl = base + sfx;
-  }
-  return b;
-}
-
 // A kernel with a fixed WGSL bind group: the entry point is the kernel's name, and it
 // exists in float only.
-KernelSpec seed_kernel(std::string name, std::string file, std::string seed, std::string math,
-                       std::vector<Binding> bindings, std::map<std::string, Tolerance> tolerances,
-                       std::vector<std::string> cases, Json (*make)(FixtureGen&, const KernelDims&),
+KernelSpec seed_kernel(const std::string& name, std::string seed,
+                       std::map<std::string, Tolerance> tolerances, std::vector<std::string> cases,
+                       Json (*make)(FixtureGen&, const KernelDims&),
                        void (*run)(FixtureIo<float>&, const KernelDims&)) {
-  return {name,
-          Family::kBoth,
-          std::move(file),
-          name,
-          std::move(seed),
-          std::move(math),
-          std::move(bindings),
-          std::move(tolerances),
-          std::move(cases),
-          make,
-          run,
-          nullptr};
+  KernelSpec k = record_kernel(name, Family::kBoth, make, run, nullptr);
+  k.twin_seed = std::move(seed);
+  k.tolerances = std::move(tolerances);
+  k.cases = std::move(cases);
+  return k;
 }
 
-KernelSpec adamw_spec(std::string name, std::string math, std::vector<Binding> bindings,
-                      Json (*make)(FixtureGen&, const KernelDims&),
+KernelSpec adamw_spec(const std::string& name, Json (*make)(FixtureGen&, const KernelDims&),
                       void (*run)(FixtureIo<float>&, const KernelDims&)) {
-  return seed_kernel(std::move(name), "12_optimizer.wgsl", kSeed004, std::move(math),
-                     std::move(bindings), {{"w", weight_tolerance()}, {"g", zero_gradient()}},
+  return seed_kernel(name, kSeed004, {{"w", weight_tolerance()}, {"g", zero_gradient()}},
                      {"small", "awkward", "nonfinite"}, make, run);
 }
 
 void add_cast_kernels(std::vector<KernelSpec>& v) {
-  v.push_back(seed_kernel("cast_f32_to_f16", "08_cast.wgsl", kSeed000,
-                          "dst = f16(clamp(src, −65504, 65504)), round to nearest, ties to even",
-                          {input("src", "f32", "[n]"), output("dst", "f16", "[n]"), scalar("n")},
-                          {{"dst", mirror_tolerance()}}, {"small", "awkward"}, make_cast_f32_to_f16,
-                          run_cast_f32_to_f16));
-  v.push_back(seed_kernel("cast_f16_to_f32", "08_cast.wgsl", kSeed000, "dst = f32(src), exact",
-                          {input("src", "f16", "[n]"), output("dst", "f32", "[n]"), scalar("n")},
+  v.push_back(seed_kernel("cast_f32_to_f16", kSeed000, {{"dst", mirror_tolerance()}},
+                          {"small", "awkward"}, make_cast_f32_to_f16, run_cast_f32_to_f16));
+  v.push_back(seed_kernel("cast_f16_to_f32", kSeed000,
                           {{"dst", ulps(0, "every f16 is an f32: the widening is exact")}},
                           {"small", "awkward"}, make_cast_f16_to_f32, run_cast_f16_to_f32));
 }
 
 void add_grad_norm_kernels(std::vector<KernelSpec>& v) {
   v.push_back(seed_kernel(
-      "reduce_norm_sq", "12_optimizer.wgsl", kSeed004,
-      "result = Σ data² over finite data (reftrain sums in double, rounds once)",
-      {input("data", "f32", "[n]"), output("result", "f32", "[1]"), scalar("n")},
+      "reduce_norm_sq", kSeed004,
       {{"result", close(1e-5, 0,
                         "an f32 tree plus atomic adds err by ~log2(n)·2^-24 and a few ulps per "
                         "workgroup: 1e-5 holds to n ~ 1e6")}},
       {"small", "awkward", "nonfinite"}, make_reduce_norm_sq, run_reduce_norm_sq));
-  v.push_back(seed_kernel("finalize_grad_stats", "12_optimizer.wgsl", kSeed004,
-                          "grad_norm = √norm_sq; clip = min(1, max_norm / max(grad_norm, 1e-6))",
-                          {input("norm_sq", "f32", "[1]"), output("grad_stats", "f32", "[2]"),
-                           scalar("max_norm", "f32")},
+  v.push_back(seed_kernel("finalize_grad_stats", kSeed004,
                           {{"grad_stats", ulps(4, "one √ and one ÷ (WGSL: ÷ within 2.5 ulp)")}},
                           {"small", "awkward"}, make_finalize_grad_stats, run_finalize_grad_stats));
 }
 
 void add_adamw_kernels(std::vector<KernelSpec>& v) {
-  KernelSpec a =
-      adamw_spec("adamw_update",
-                 "g' = isfinite(g) ? g·clip : 0; m = β1·m + (1−β1)·g'; v = β2·v + ((1−β2)·g')·g'; "
-                 "m̂ = m·(1/max(1−β1^t, 1e-12)); v̂ = v·(1/max(1−β2^t, 1e-12)); "
-                 "w −= lr·(m̂/(√v̂ + ε) + wd·w); g = 0",
-                 adamw_bindings(""), make_adamw, run_adamw);
+  KernelSpec a = adamw_spec("adamw_update", make_adamw, run_adamw);
   a.tolerances["m"] = a.tolerances["v"] = moment_tolerance();
   v.push_back(a);
-  KernelSpec f = adamw_spec("adamw_update_f16",
-                            "adamw_update, then w16 = f16(clamp(w, ±65504)) in the same pass",
-                            adamw_bindings("_mp"), make_adamw, run_adamw_f16);
-  f.bindings.push_back(output("w16", "f16", "[size]"));
-  f.bindings.back().wgsl = "dst_w16";
+  KernelSpec f = adamw_spec("adamw_update_f16", make_adamw, run_adamw_f16);
   f.tolerances["m"] = f.tolerances["v"] = moment_tolerance();
   f.tolerances["w16"] = mirror_tolerance();
   v.push_back(f);
-  KernelSpec e = adamw_spec(
-      "adamw_8bit_update",
-      "per block of 256: dequantize m (code·scale) and v ((code·scale)²), the adamw_update "
-      "step, requantize (docs/numerics.md: m signed absmax/127, v as √v/(√vmax/255), never 0)",
-      {inout("w", "f32", "[size]"), inout("g", "f32", "[size]"),
-       inout("m_packed", "u8 (u32 words)", "[4·ceil(size/4)]"),
-       inout("v_packed", "u8 (u32 words)", "[4·ceil(size/4)]"),
-       inout("m_scale", "f32", "[ceil(size/256)]"), inout("v_scale", "f32", "[ceil(size/256)]"),
-       input("grad_stats", "f32", "[2]"), scalar("size"), input("hp", "f32", "[4]"),
-       input("bias", "f32", "[4]"), step_binding()},
-      make_adamw_8bit, run_adamw_8bit);
+  KernelSpec e = adamw_spec("adamw_8bit_update", make_adamw_8bit, run_adamw_8bit);
   const Tolerance codes = close(0, 1,
                                 "one code step where a quotient lands on a rounding boundary; m "
                                 "codes are int8 in two's complement (0 and −1 are 0x00 and 0xFF)");

@@ -44,6 +44,21 @@ void run_gelu_backward(FixtureIo<T>& io, const KernelDims& d) {
   io.put("dx", {d.n}, dx);
 }
 
+// gelu_erf draws the same inputs as gelu under its own names (the draws are keyed by kernel).
+template <typename T>
+void run_gelu_erf_forward(FixtureIo<T>& io, const KernelDims& d) {
+  std::vector<T> out(size_t(d.n));
+  gelu_erf_forward(out.data(), io.get("x").data(), size_t(d.n));
+  io.put("out", {d.n}, out);
+}
+
+template <typename T>
+void run_gelu_erf_backward(FixtureIo<T>& io, const KernelDims& d) {
+  std::vector<T> dx = io.get("dx_in");
+  gelu_erf_backward(dx.data(), io.get("x").data(), io.get("dout").data(), size_t(d.n));
+  io.put("dx", {d.n}, dx);
+}
+
 Json make_swiglu_forward(FixtureGen& g, const KernelDims& d) {
   g.normal("gate", {d.n}, 4.0);  // σ over its whole range, e^-|g| small and large
   g.normal("up", {d.n}, 1.0);
@@ -133,43 +148,24 @@ void run_residual_backward(FixtureIo<T>& io, const KernelDims& d) {
 }  // namespace
 
 void add_pointwise_kernels(std::vector<KernelSpec>& v) {
-  const Binding n = scalar("n");
-  v.push_back(op_kernel("gelu_forward", Family::kGpt2, "06_swiglu.wgsl",
-                        "out = ½·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))",
-                        {output("out", "f32", "[n]"), input("x", "f32", "[n]"), n},
-                        make_gelu_forward, REFTRAIN_RUN(run_gelu_forward)));
-  v.push_back(op_kernel(
-      "gelu_backward", Family::kGpt2, "06_swiglu.wgsl",
-      "dx += dout·(½·(1 + tanh u) + ½·x·(1 − tanh²u)·√(2/π)·(1 + 3·0.044715·x²))",
-      {inout("dx", "f32", "[n]"), input("x", "f32", "[n]"), input("dout", "f32", "[n]"), n},
-      make_gelu_backward, REFTRAIN_RUN(run_gelu_backward)));
-  v.push_back(op_kernel(
-      "swiglu_forward", Family::kLlama, "06_swiglu.wgsl",
-      "out = gate·σ(gate)·up, σ from e^−|gate| only (no overflow)",
-      {output("out", "f32", "[n]"), input("gate", "f32", "[n]"), input("up", "f32", "[n]"), n},
-      make_swiglu_forward, REFTRAIN_RUN(run_swiglu_forward)));
-  v.push_back(op_kernel(
-      "swiglu_backward", Family::kLlama, "06_swiglu.wgsl",
-      "dgate += dout·up·σ(g)·(1 + g·(1 − σ(g))); dup += dout·g·σ(g)",
-      {inout("dgate", "f32", "[n]"), inout("dup", "f32", "[n]"), input("dout", "f32", "[n]"),
-       input("gate", "f32", "[n]"), input("up", "f32", "[n]"), n},
-      make_swiglu_backward, REFTRAIN_RUN(run_swiglu_backward)));
-  v.push_back(
-      op_kernel("crossentropy_forward_backward", Family::kBoth, "07_loss.wgsl",
-                "lse = logsumexp(logits[:V]); loss = lse − logits[target] + z·lse²; dlogits = "
-                "(softmax − onehot)·dloss + 2·z·lse·softmax·dloss for j < V, 0 for V ≤ j < Vp",
-                {output("losses", "f32", "[N]"), output("dlogits", "f32", "[N,Vp]"),
-                 input("logits", "f32", "[N,Vp]"), input("targets", "i32", "[N]"), scalar("N"),
-                 scalar("V"), scalar("Vp"), scalar("dloss", "f32"), scalar("z", "f32")},
-                make_crossentropy, REFTRAIN_RUN(run_crossentropy)));
-  v.push_back(op_kernel(
-      "residual_forward", Family::kBoth, "09_backward_ffn.wgsl", "out = a + b",
-      {output("out", "f32", "[n]"), input("a", "f32", "[n]"), input("b", "f32", "[n]"), n},
-      make_residual_forward, REFTRAIN_RUN(run_residual_forward)));
-  v.push_back(op_kernel(
-      "residual_backward", Family::kBoth, "09_backward_ffn.wgsl", "da += dout; db += dout",
-      {inout("da", "f32", "[n]"), inout("db", "f32", "[n]"), input("dout", "f32", "[n]"), n},
-      make_residual_backward, REFTRAIN_RUN(run_residual_backward)));
+  v.push_back(record_kernel("gelu_forward", Family::kGpt2, make_gelu_forward,
+                            REFTRAIN_RUN(run_gelu_forward)));
+  v.push_back(record_kernel("gelu_backward", Family::kGpt2, make_gelu_backward,
+                            REFTRAIN_RUN(run_gelu_backward)));
+  v.push_back(record_kernel("gelu_erf_forward", Family::kGpt2, make_gelu_forward,
+                            REFTRAIN_RUN(run_gelu_erf_forward)));
+  v.push_back(record_kernel("gelu_erf_backward", Family::kGpt2, make_gelu_backward,
+                            REFTRAIN_RUN(run_gelu_erf_backward)));
+  v.push_back(record_kernel("swiglu_forward", Family::kLlama, make_swiglu_forward,
+                            REFTRAIN_RUN(run_swiglu_forward)));
+  v.push_back(record_kernel("swiglu_backward", Family::kLlama, make_swiglu_backward,
+                            REFTRAIN_RUN(run_swiglu_backward)));
+  v.push_back(record_kernel("crossentropy_forward_backward", Family::kBoth, make_crossentropy,
+                            REFTRAIN_RUN(run_crossentropy)));
+  v.push_back(record_kernel("residual_forward", Family::kBoth, make_residual_forward,
+                            REFTRAIN_RUN(run_residual_forward)));
+  v.push_back(record_kernel("residual_backward", Family::kBoth, make_residual_backward,
+                            REFTRAIN_RUN(run_residual_backward)));
 }
 
 }  // namespace reftrain

@@ -5,11 +5,7 @@
 #include <string>
 
 #include "core/base/rng.h"
-#include "ops/activation.h"
-#include "ops/embed.h"
 #include "ops/linear.h"
-#include "ops/norm.h"
-#include "ops/residual.h"
 
 namespace reftrain {
 
@@ -119,66 +115,60 @@ Gpt2::Gpt2(const ModelConfig& cfg, const ModelOptions& o)
   carve_gpt2_activations(act_, arena, cfg, o.attention, o.batch, o.seq);
 }
 
-using D = KernelDump;
-
 void Gpt2::layernorm_fwd(float* out, float* mean, float* rstd, const float* x, const float* w,
                          const float* b, int N) const {
-  const size_t C = cfg_.channels, NC = size_t(N) * C;
-  traced("layernorm_forward",
-         {D::out("out", out, NC), D::out("mean", mean, N), D::out("rstd", rstd, N),
-          D::in("x", x, NC), D::in("w", w, C), D::in("b", b, C)},
-         [&] {
-           pick(layernorm_forward<float>, layernorm_forward_fast)(out, mean, rstd, x, w, b, N,
-                                                                  cfg_.channels);
-         });
+  const int C = cfg_.channels;
+  traced("layernorm_forward", {out, mean, rstd, x, w, b}, {{"N", size_t(N)}, {"C", size_t(C)}},
+         [&] { kt_.layernorm_forward(out, mean, rstd, x, w, b, N, C); });
 }
 
 void Gpt2::layernorm_bwd(float* dx, float* dw, float* db, const float* dout, const float* x,
                          const float* w, const float* mean, const float* rstd, int N) const {
-  const size_t C = cfg_.channels, NC = size_t(N) * C;
-  traced("layernorm_backward",
-         {D::io("dx", dx, NC), D::io("dw", dw, C), D::io("db", db, C), D::in("dout", dout, NC),
-          D::in("x", x, NC), D::in("w", w, C), D::in("mean", mean, N), D::in("rstd", rstd, N)},
-         [&] {
-           pick(layernorm_backward<float>, layernorm_backward_fast)(dx, dw, db, dout, x, w, mean,
-                                                                    rstd, N, cfg_.channels);
-         });
+  const int C = cfg_.channels;
+  traced("layernorm_backward", {dx, dw, db, dout, x, w, mean, rstd},
+         {{"N", size_t(N)}, {"C", size_t(C)}},
+         [&] { kt_.layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, N, C); });
 }
 
 void Gpt2::gelu_fwd(float* out, const float* x, size_t n) const {
-  traced("gelu_forward", {D::out("out", out, n), D::in("x", x, n)},
-         [&] { pick(gelu_forward<float>, gelu_forward_fast)(out, x, n); });
+  if (cfg_.activation == Activation::kGeluErf) {
+    traced("gelu_erf_forward", {out, x}, {{"n", n}}, [&] { kt_.gelu_erf_forward(out, x, n); });
+  } else {
+    traced("gelu_forward", {out, x}, {{"n", n}}, [&] { kt_.gelu_forward(out, x, n); });
+  }
 }
 
 void Gpt2::gelu_bwd(float* dx, const float* x, const float* dout, size_t n) const {
-  traced("gelu_backward", {D::io("dx", dx, n), D::in("x", x, n), D::in("dout", dout, n)},
-         [&] { pick(gelu_backward<float>, gelu_backward_fast)(dx, x, dout, n); });
+  if (cfg_.activation == Activation::kGeluErf) {
+    traced("gelu_erf_backward", {dx, x, dout}, {{"n", n}},
+           [&] { kt_.gelu_erf_backward(dx, x, dout, n); });
+  } else {
+    traced("gelu_backward", {dx, x, dout}, {{"n", n}}, [&] { kt_.gelu_backward(dx, x, dout, n); });
+  }
 }
 
 // x = wte[tok] + wpe[t]
 const float* Gpt2::embedding_forward(const int32_t* inputs, int B, int T) {
-  const size_t C = cfg_.channels, N = size_t(B) * T;
-  traced("embed_forward",
-         {D::out("out", act_.encoded, N * C), D::in("tokens", inputs, N),
-          D::in("wte", wt_.wte, size_t(cfg_.padded_vocab) * C),
-          D::in("wpe", wt_.wpe, size_t(cfg_.max_seq) * C)},
-         [&] {
-           pick(embed_forward<float>, embed_forward_fast)(act_.encoded, inputs, wt_.wte, wt_.wpe, B,
-                                                          T, cfg_.channels);
-         });
+  const int C = cfg_.channels;
+  traced("embed_forward", {act_.encoded, inputs, wt_.wte, wt_.wpe},
+         {{"B", size_t(B)},
+          {"T", size_t(T)},
+          {"C", size_t(C)},
+          {"Vp", size_t(cfg_.padded_vocab)},
+          {"maxT", size_t(cfg_.max_seq)}},
+         [&] { kt_.embed_forward(act_.encoded, inputs, wt_.wte, wt_.wpe, B, T, C); });
   return act_.encoded;
 }
 
 void Gpt2::embedding_backward(const float* dres, const int32_t* inputs, int B, int T) {
-  const size_t C = cfg_.channels, N = size_t(B) * T;
-  traced("embed_backward",
-         {D::io("dwte", gt_.wte, size_t(cfg_.padded_vocab) * C),
-          D::io("dwpe", gt_.wpe, size_t(cfg_.max_seq) * C), D::in("dout", dres, N * C),
-          D::in("tokens", inputs, N)},
-         [&] {
-           pick(embed_backward<float>, embed_backward_fast)(gt_.wte, gt_.wpe, dres, inputs, B, T,
-                                                            cfg_.channels);
-         });
+  const int C = cfg_.channels;
+  traced("embed_backward", {gt_.wte, gt_.wpe, dres, inputs},
+         {{"B", size_t(B)},
+          {"T", size_t(T)},
+          {"C", size_t(C)},
+          {"Vp", size_t(cfg_.padded_vocab)},
+          {"maxT", size_t(cfg_.max_seq)}},
+         [&] { kt_.embed_backward(gt_.wte, gt_.wpe, dres, inputs, B, T, C); });
 }
 
 // x += attn(LN1(x));  x += Wproj·gelu(Wfc·LN2(x) + bfc) + bproj
@@ -204,8 +194,7 @@ const float* Gpt2::layer_forward(int l, const float* res_in, int B, int T) {
 // position table from row pos on).
 const float* Gpt2::embedding_decode(int32_t token, int pos) {
   float* x = act_.encoded + size_t(pos) * cfg_.channels;
-  pick(embed_forward<float>, embed_forward_fast)(
-      x, &token, wt_.wte, wt_.wpe + size_t(pos) * cfg_.channels, 1, 1, cfg_.channels);
+  kt_.embed_forward(x, &token, wt_.wte, wt_.wpe + size_t(pos) * cfg_.channels, 1, 1, cfg_.channels);
   return x;
 }
 

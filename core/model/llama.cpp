@@ -3,39 +3,12 @@
 #include <algorithm>
 #include <string>
 
-#include "ops/activation.h"
-#include "ops/embed.h"
-#include "ops/norm.h"
-#include "ops/residual.h"
-#include "ops/rope.h"
-
 namespace reftrain {
 
 namespace {
 
 std::string layer_name(int l, const char* rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
-}
-
-// qkv[n] = [q[n] | k[n] | v[n]]: the layout attention_forward reads, C channels each.
-void pack_qkv(float* qkv, const float* q, const float* k, const float* v, size_t N, int C) {
-#pragma omp parallel for schedule(static)
-  for (size_t n = 0; n < N; ++n) {
-    std::copy(q + n * C, q + (n + 1) * C, qkv + n * 3 * C);
-    std::copy(k + n * C, k + (n + 1) * C, qkv + n * 3 * C + C);
-    std::copy(v + n * C, v + (n + 1) * C, qkv + n * 3 * C + 2 * C);
-  }
-}
-
-// The backward of pack_qkv: splits dqkv into dq, dk, dv (written, not accumulated).
-void unpack_qkv(float* dq, float* dk, float* dv, const float* dqkv, size_t N, int C) {
-#pragma omp parallel for schedule(static)
-  for (size_t n = 0; n < N; ++n) {
-    const float* row = dqkv + n * 3 * C;
-    std::copy(row, row + C, dq + n * C);
-    std::copy(row + C, row + 2 * C, dk + n * C);
-    std::copy(row + 2 * C, row + 3 * C, dv + n * C);
-  }
 }
 
 }  // namespace
@@ -129,98 +102,71 @@ Llama::Llama(const ModelConfig& cfg, const ModelOptions& o)
   carve_llama_activations(act_, arena, cfg, o.attention, o.batch, o.seq);
 }
 
-using D = KernelDump;
-
 void Llama::rmsnorm_fwd(float* out, float* rstd, const float* x, const float* w, int N) const {
-  const size_t C = cfg_.channels, NC = size_t(N) * C;
-  traced("rmsnorm_forward",
-         {D::out("out", out, NC), D::out("rstd", rstd, N), D::in("x", x, NC), D::in("w", w, C)},
-         [&] {
-           pick(rmsnorm_forward<float>, rmsnorm_forward_fast)(out, rstd, x, w, N, cfg_.channels);
-         });
+  const int C = cfg_.channels;
+  traced("rmsnorm_forward", {out, rstd, x, w}, {{"N", size_t(N)}, {"C", size_t(C)}},
+         [&] { kt_.rmsnorm_forward(out, rstd, x, w, N, C); });
 }
 
 void Llama::rmsnorm_bwd(float* dx, float* dw, const float* dout, const float* x, const float* w,
                         const float* rstd, int N) const {
-  const size_t C = cfg_.channels, NC = size_t(N) * C;
-  traced("rmsnorm_backward",
-         {D::io("dx", dx, NC), D::io("dw", dw, C), D::in("dout", dout, NC), D::in("x", x, NC),
-          D::in("w", w, C), D::in("rstd", rstd, N)},
-         [&] {
-           pick(rmsnorm_backward<float>, rmsnorm_backward_fast)(dx, dw, dout, x, w, rstd, N,
-                                                                cfg_.channels);
-         });
+  const int C = cfg_.channels;
+  traced("rmsnorm_backward", {dx, dw, dout, x, w, rstd}, {{"N", size_t(N)}, {"C", size_t(C)}},
+         [&] { kt_.rmsnorm_backward(dx, dw, dout, x, w, rstd, N, C); });
 }
 
 void Llama::swiglu_fwd(float* out, const float* gate, const float* up, size_t n) const {
-  traced("swiglu_forward", {D::out("out", out, n), D::in("gate", gate, n), D::in("up", up, n)},
-         [&] { pick(swiglu_forward<float>, swiglu_forward_fast)(out, gate, up, n); });
+  traced("swiglu_forward", {out, gate, up}, {{"n", n}},
+         [&] { kt_.swiglu_forward(out, gate, up, n); });
 }
 
 void Llama::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate,
                        const float* up, size_t n) const {
-  traced(
-      "swiglu_backward",
-      {D::io("dgate", dgate, n), D::io("dup", dup, n), D::in("dout", dout, n),
-       D::in("gate", gate, n), D::in("up", up, n)},
-      [&] { pick(swiglu_backward<float>, swiglu_backward_fast)(dgate, dup, dout, gate, up, n); });
+  traced("swiglu_backward", {dgate, dup, dout, gate, up}, {{"n", n}},
+         [&] { kt_.swiglu_backward(dgate, dup, dout, gate, up, n); });
 }
 
 void Llama::rope_fwd(float* out, const float* x, int B, int T, int t0) const {
-  const int NH = cfg_.heads, hs = cfg_.channels / NH;
-  const size_t n = size_t(B) * T * cfg_.channels;
-  traced("rope_forward", {D::out("out", out, n), D::in("x", x, n)}, [&] {
-    pick(rope_forward<float>, rope_forward_fast)(out, x, B, T, NH, hs, cfg_.rope_theta, t0);
-  });
+  const int C = cfg_.channels, NH = cfg_.heads, hs = C / NH;
+  traced("rope_forward", {out, x}, {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}},
+         [&] { kt_.rope_forward(out, x, B, T, NH, hs, cfg_.rope_theta, t0); });
 }
 
 void Llama::rope_bwd(float* dx, const float* dout, int B, int T) const {
-  const int NH = cfg_.heads, hs = cfg_.channels / NH;
-  const size_t n = size_t(B) * T * cfg_.channels;
-  traced("rope_backward", {D::io("dx", dx, n), D::in("dout", dout, n)}, [&] {
-    pick(rope_backward<float>, rope_backward_fast)(dx, dout, B, T, NH, hs, cfg_.rope_theta, 0);
-  });
+  const int C = cfg_.channels, NH = cfg_.heads, hs = C / NH;
+  traced("rope_backward", {dx, dout}, {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}},
+         [&] { kt_.rope_backward(dx, dout, B, T, NH, hs, cfg_.rope_theta, 0); });
 }
 
 void Llama::pack(float* qkv, int N) const {
-  const size_t NC = size_t(N) * cfg_.channels;
-  traced("pack_qkv",
-         {D::out("qkv", qkv, 3 * NC), D::in("q", act_.qr, NC), D::in("k", act_.kr, NC),
-          D::in("v", act_.v, NC)},
-         [&] { pack_qkv(qkv, act_.qr, act_.kr, act_.v, N, cfg_.channels); });
+  const int C = cfg_.channels;
+  traced("pack_qkv", {qkv, act_.qr, act_.kr, act_.v}, {{"N", size_t(N)}, {"C", size_t(C)}},
+         [&] { pack_qkv(qkv, act_.qr, act_.kr, act_.v, N, C); });
 }
 
 // dqkv into dq, dk (after RoPE) and dv: act_.qr, act_.kr, act_.v.
 void Llama::unpack(const float* dqkv, int N) const {
-  const size_t NC = size_t(N) * cfg_.channels;
-  traced("unpack_qkv",
-         {D::out("dq", act_.qr, NC), D::out("dk", act_.kr, NC), D::out("dv", act_.v, NC),
-          D::in("dqkv", dqkv, 3 * NC)},
-         [&] { unpack_qkv(act_.qr, act_.kr, act_.v, dqkv, N, cfg_.channels); });
+  const int C = cfg_.channels;
+  traced("unpack_qkv", {act_.qr, act_.kr, act_.v, dqkv}, {{"N", size_t(N)}, {"C", size_t(C)}},
+         [&] { unpack_qkv(act_.qr, act_.kr, act_.v, dqkv, N, C); });
 }
 
 // x = emb[tok]
 const float* Llama::embedding_forward(const int32_t* inputs, int B, int T) {
-  const size_t C = cfg_.channels, N = size_t(B) * T;
-  traced("token_embed_forward",
-         {D::out("out", act_.encoded, N * C), D::in("tokens", inputs, N),
-          D::in("wte", wt_.emb, size_t(cfg_.padded_vocab) * C)},
-         [&] {
-           pick(token_embed_forward<float>, token_embed_forward_fast)(act_.encoded, inputs, wt_.emb,
-                                                                      N, cfg_.channels);
-         });
+  const int C = cfg_.channels;
+  const size_t N = size_t(B) * T;
+  traced("token_embed_forward", {act_.encoded, inputs, wt_.emb},
+         {{"N", N}, {"C", size_t(C)}, {"Vp", size_t(cfg_.padded_vocab)}},
+         [&] { kt_.token_embed_forward(act_.encoded, inputs, wt_.emb, N, C); });
   return act_.encoded;
 }
 
 void Llama::embedding_backward(const float* dres, const int32_t* inputs, int B, int T) {
-  const size_t C = cfg_.channels, N = size_t(B) * T;
-  traced("token_embed_backward",
-         {D::io("dwte", gt_.emb, size_t(cfg_.padded_vocab) * C), D::in("dout", dres, N * C),
-          D::in("tokens", inputs, N)},
-         [&] {
-           pick(token_embed_backward<float>, token_embed_backward_fast)(gt_.emb, dres, inputs, N,
-                                                                        cfg_.channels);
-         });
+  const int C = cfg_.channels;
+  const size_t N = size_t(B) * T;
+  traced("token_embed_backward", {gt_.emb, dres, inputs},
+         {{"N", N}, {"C", size_t(C)}, {"Vp", size_t(cfg_.padded_vocab)}},
+         [&] { kt_.token_embed_backward(gt_.emb, dres, inputs, N, C); });
 }
 
 // x += Wo·attn(rope(Wq·RMS1(x)), rope(Wk·RMS1(x)), Wv·RMS1(x))
@@ -251,7 +197,7 @@ const float* Llama::layer_forward(int l, const float* res_in, int B, int T) {
 
 const float* Llama::embedding_decode(int32_t token, int pos) {
   float* x = act_.encoded + size_t(pos) * cfg_.channels;
-  pick(token_embed_forward<float>, token_embed_forward_fast)(x, &token, wt_.emb, 1, cfg_.channels);
+  kt_.token_embed_forward(x, &token, wt_.emb, 1, cfg_.channels);
   return x;
 }
 

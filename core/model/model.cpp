@@ -34,20 +34,13 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
       cfg_(cfg),
       layout_(std::move(layout)),
       precision_(o.precision),
-      attention_(o.attention),
-      kernels_(o.kernels),
+      kt_(kernel_table(o.kernels, o.matmul, o.attention)),
       z_loss_(o.z_loss),
       grad_accum_(o.grad_accum),
       w_(layout_.total()),
       g_(layout_.total()),
       w16_(o.precision == Precision::kMixed ? layout_.total() : 0),
-      matmul_(o.matmul, 0, widen_elems(layout_, o.precision, o.matmul)) {
-  if (o.kernels == Kernels::kReference &&
-      (o.matmul != MatmulKind::kNaive || o.attention != AttentionKind::kMaterialised)) {
-    throw std::invalid_argument(
-        "reference kernels run the naive matmul and materialised attention");
-  }
-}
+      matmul_(o.matmul, 0, widen_elems(layout_, o.precision, o.matmul)) {}
 
 void Model::init_weights(uint64_t seed) {
   const CounterRng rng(seed, RngStream::kInit);
@@ -124,20 +117,17 @@ void Model::require_targets(const char* who) const {
 
 void Model::refresh_mirror() {
   if (precision_ == Precision::kMixed) {
-    pick(cast_f32_to_f16, cast_f32_to_f16_fast)(w16_.data(), w_.data(), w_.size());
+    kt_.cast_f32_to_f16(w16_.data(), w_.data(), w_.size());
   }
 }
 
 void Model::residual_fwd(float* out, const float* a, const float* b, size_t n) const {
-  using D = KernelDump;
-  traced("residual_forward", {D::out("out", out, n), D::in("a", a, n), D::in("b", b, n)},
-         [&] { pick(residual_forward<float>, residual_forward_fast)(out, a, b, n); });
+  traced("residual_forward", {out, a, b}, {{"n", n}}, [&] { kt_.residual_forward(out, a, b, n); });
 }
 
 void Model::residual_bwd(float* da, float* db, const float* dout, size_t n) const {
-  using D = KernelDump;
-  traced("residual_backward", {D::io("da", da, n), D::io("db", db, n), D::in("dout", dout, n)},
-         [&] { pick(residual_backward<float>, residual_backward_fast)(da, db, dout, n); });
+  traced("residual_backward", {da, db, dout}, {{"n", n}},
+         [&] { kt_.residual_backward(da, db, dout, n); });
 }
 
 // Every thread clears its own static share of 64 KiB blocks: a backward step clears 18 [B·T, C]
@@ -166,120 +156,74 @@ const f16* Model::mirror_of(const float* w) const {
 }
 
 // In the dump, a bias-free product has no `b` (forward) and no `db` (backward), and the
-// backward is two calls, as on a GPU: backward-data, then backward-weight.
+// backward is two calls, as on a GPU: backward-data, then backward-weight (with the bias).
 void Model::linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
                        int O) const {
-  using D = KernelDump;
-  const size_t n = size_t(N), k = size_t(K), o = size_t(O);
   const f16* w16 = mirror_of(w);
-  const bool mixed = precision_ == Precision::kMixed;
-  const KernelDump::Arg weight = mixed ? D::in("w16", w16, o * k) : D::in("w", w, o * k);
-  const char* name = mixed ? "linear_forward_f16" : "linear_forward";
-  const size_t call =
-      dump_
-          ? dump_->begin(tag_, name, {D::out("out", out, n * o), D::in("inp", inp, n * k), weight})
-          : 0;
-  if (dump_ && b) dump_->begin_more(call, D::in("b", b, o));
-  ProfileScope timer(profile_, product_name(profile_, "linear_forward", N, K, O));
-  mixed ? linear_forward(matmul_, out, inp, w16, b, N, K, O)
-        : linear_forward(matmul_, out, inp, w, b, N, K, O);
-  if (dump_) dump_->end(call);
+  const std::string profile = product_name(profile_, "linear_forward", N, K, O);
+  const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
+  if (w16) {
+    traced_as(profile, "linear_forward_f16", {out, inp, w16, b}, dims,
+              [&] { linear_forward(matmul_, out, inp, w16, b, N, K, O); });
+  } else {
+    traced_as(profile, "linear_forward", {out, inp, w, b}, dims,
+              [&] { linear_forward(matmul_, out, inp, w, b, N, K, O); });
+  }
 }
 
 void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, int N, int K, int O) const {
-  using D = KernelDump;
-  const size_t n = size_t(N), k = size_t(K), o = size_t(O);
   const f16* w16 = mirror_of(w);
-  const bool mixed = precision_ == Precision::kMixed;
-  const KernelDump::Arg weight = mixed ? D::in("w16", w16, o * k) : D::in("w", w, o * k);
-  size_t data = 0, wgt = 0;
-  if (dump_) {
-    data = dump_->begin(tag_, mixed ? "linear_backward_data_f16" : "linear_backward_data",
-                        {D::io("dinp", dinp, n * k), D::in("dout", dout, n * o), weight});
-    wgt = dump_->begin(
-        tag_, "linear_backward_weight",
-        {D::io("dw", dw, o * k), D::in("dout", dout, n * o), D::in("inp", inp, n * k)});
-    if (db) dump_->begin_more(wgt, D::io("db", db, o));
+  const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
+  if (dinp && w16) {
+    traced_as(product_name(profile_, "linear_backward_data", N, K, O), "linear_backward_data_f16",
+              {dinp, dout, w16}, dims,
+              [&] { linear_backward_data(matmul_, dinp, dout, w16, N, K, O); });
+  } else if (dinp) {
+    traced_as(product_name(profile_, "linear_backward_data", N, K, O), "linear_backward_data",
+              {dinp, dout, w}, dims,
+              [&] { linear_backward_data(matmul_, dinp, dout, w, N, K, O); });
   }
-  // linear_backward's three parts (ops/linear.h), in its order, each timed on its own.
-  if (dinp) {
-    ProfileScope timer(profile_, product_name(profile_, "linear_backward_data", N, K, O));
-    mixed ? linear_backward_data(matmul_, dinp, dout, w16, N, K, O)
-          : linear_backward_data(matmul_, dinp, dout, w, N, K, O);
-  }
-  {
-    ProfileScope timer(profile_, product_name(profile_, "linear_backward_weight", N, K, O));
-    linear_backward_weight(matmul_, dw, dout, inp, N, K, O);
-  }
-  if (db) {
-    ProfileScope timer(profile_, "bias_backward");
-    bias_backward(db, dout, N, O);
-  }
-  if (dump_) dump_->end(data), dump_->end(wgt);
+  traced_as(product_name(profile_, "linear_backward_weight", N, K, O), "linear_backward_weight",
+            {dw, db, dout, inp}, dims, [&] {
+              linear_backward_weight(matmul_, dw, dout, inp, N, K, O);
+              if (db) bias_backward(db, dout, N, O);
+            });
 }
 
 // The dump records the probabilities `att` only where the model keeps them (materialised);
-// the fused kernel keeps each row's log-sum-exp instead, which no GPU twin binds.
+// the fused kernel keeps each row's log-sum-exp in att's place, which no GPU twin binds.
 void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T) const {
-  using D = KernelDump;
-  const size_t NC = size_t(B) * T * cfg_.channels;
-  const bool fused = attention_ == AttentionKind::kFused;
-  const size_t call = dump_ ? dump_->begin(tag_, "attention_forward",
-                                           {D::out("out", out, NC), D::in("qkv", qkv, 3 * NC)})
-                            : 0;
-  if (dump_ && !fused) dump_->begin_more(call, D::out("att", att, size_t(B) * cfg_.heads * T * T));
-  ProfileScope timer(profile_, "attention_forward");
-  if (fused) {
-    attention_forward_fast(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
-  } else {
-    attention_forward(out, att, qkv, B, T, cfg_.channels, cfg_.heads);
-  }
-  if (dump_) dump_->end(call);
+  const bool fused = kt_.attention == AttentionKind::kFused;
+  const int C = cfg_.channels, NH = cfg_.heads;
+  traced("attention_forward", {out, fused ? nullptr : att, qkv},
+         {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}},
+         [&] { kt_.attention_forward(out, att, qkv, B, T, C, NH); });
 }
 
 void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv,
                           const float* out, const float* att, int B, int T) const {
-  using D = KernelDump;
-  const size_t NC = size_t(B) * T * cfg_.channels;
-  const bool fused = attention_ == AttentionKind::kFused;
-  const size_t call = dump_ ? dump_->begin(tag_, "attention_backward",
-                                           {D::io("dqkv", dqkv, 3 * NC), D::in("dout", dout, NC),
-                                            D::in("qkv", qkv, 3 * NC)})
-                            : 0;
-  if (dump_ && !fused) dump_->begin_more(call, D::in("att", att, size_t(B) * cfg_.heads * T * T));
-  ProfileScope timer(profile_, "attention_backward");
-  if (fused) {
-    attention_backward_fast(dqkv, dout, qkv, out, att, B, T, cfg_.channels, cfg_.heads);
-  } else {
-    attention_backward(dqkv, dp, dout, qkv, att, B, T, cfg_.channels, cfg_.heads);
-  }
-  if (dump_) dump_->end(call);
+  const bool fused = kt_.attention == AttentionKind::kFused;
+  const int C = cfg_.channels, NH = cfg_.heads;
+  traced("attention_backward", {dqkv, nullptr, dout, qkv, fused ? nullptr : att},
+         {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}},
+         [&] { kt_.attention_backward(dqkv, dp, dout, qkv, out, att, B, T, C, NH); });
 }
 
 void Model::attention_decode_fwd(float* out, float* att, const float* qkv, int pos) const {
-  using D = KernelDump;
-  const size_t C = cfg_.channels, rows = size_t(pos) + 1;
-  traced("attention_decode", {D::out("out", out, C), D::in("qkv", qkv, 3 * C * rows)}, [&] {
-    if (attention_ == AttentionKind::kFused) {
-      attention_decode_fast(out, att, qkv, pos, cfg_.channels, cfg_.heads);
-    } else {
-      attention_decode(out, att, qkv, pos, cfg_.channels, cfg_.heads);
-    }
-  });
+  const int C = cfg_.channels, NH = cfg_.heads;
+  traced("attention_decode", {out, nullptr, qkv}, {{"C", size_t(C)}, {"rows", size_t(pos) + 1}},
+         [&] { kt_.attention_decode(out, att, qkv, pos, C, NH); });
 }
 
 float Model::mean_loss(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                        int N) const {
-  using D = KernelDump;
-  const size_t n = size_t(N), Vp = size_t(cfg_.padded_vocab);
-  traced("crossentropy_forward_backward",
-         {D::out("losses", losses, n), D::out("dlogits", dlogits, n * Vp),
-          D::in("logits", logits, n * Vp), D::in("targets", targets, n)},
-         [&] {
-           pick(crossentropy_forward_backward<float>, crossentropy_forward_backward_fast)(
-               losses, dlogits, logits, targets, N, cfg_.vocab, cfg_.padded_vocab,
-               1.0f / float(int64_t(grad_accum_) * N), z_loss_);
+  const int V = cfg_.vocab, Vp = cfg_.padded_vocab;
+  const float dloss = 1.0f / float(int64_t(grad_accum_) * N);
+  traced("crossentropy_forward_backward", {losses, dlogits, logits, targets},
+         {{"N", size_t(N)}, {"Vp", size_t(Vp)}}, [&] {
+           kt_.crossentropy_forward_backward(losses, dlogits, logits, targets, N, V, Vp, dloss,
+                                             z_loss_);
          });
   ProfileScope timer(profile_, "loss mean (position order)");
   double sum = 0.0;  // in position order

@@ -15,6 +15,7 @@
 #include "ops/cast.h"
 #include "ops/kernel_dump.h"
 #include "ops/matmul.h"
+#include "optim/kernel_table.h"
 #include "simd/aligned_buffer.h"
 
 namespace reftrain {
@@ -28,9 +29,9 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   const ParamLayout& layout() const { return layout_; }
   Precision precision() const { return precision_; }
-  AttentionKind attention() const { return attention_; }
+  AttentionKind attention() const { return kt_.attention; }
   MatmulKind matmul() const { return matmul_.kind(); }
-  Kernels kernels() const { return kernels_; }
+  Kernels kernels() const { return kt_.column; }
   float* weights() { return w_.data(); }
   const float* weights() const { return w_.data(); }
   float* grads() { return g_.data(); }
@@ -84,7 +85,7 @@ class Model {
 
  protected:
   // Throws std::invalid_argument when options.kernels is kReference with another matmul than
-  // naive or another attention than materialised.
+  // naive or another attention than materialised (kernel_table).
   Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& options);
 
   // A family's pieces of forward() and backward(), each forward beside its backward in the
@@ -105,19 +106,23 @@ class Model {
   virtual const float* embedding_decode(int32_t token, int pos) = 0;
   virtual const float* layer_decode(int l, const float* res_in, int pos) = 0;
 
-  // The version of a kernel this model runs: `ref`, the reference (the plain name), or `fast`,
-  // its production version (`_fast`), as options.kernels says.
-  template <typename F>
-  F pick(F ref, F fast) const {
-    return kernels_ == Kernels::kFast ? fast : ref;
-  }
   // p[0..n) = 0: the backward's scratch before a kernel accumulates into it.
   void zero(float* p, size_t n) const;
-  // Runs one kernel call, recorded in the dump and timed in the profile when they are set.
+  // Runs one call of kernel `kernel` (its record's name), recorded in the dump and timed in the
+  // profile when they are set: `tensors` are its non-scalar bindings in the record's order (null
+  // where the call binds none), `dims` the sizes its shapes name (ops/kernel_dump.h).
   template <typename F>
-  void traced(const char* kernel, std::initializer_list<KernelDump::Arg> args, F&& run) const {
-    ProfileScope timer(profile_, kernel);
-    dump_call(dump_, tag_, kernel, args, run);
+  void traced(const char* kernel, std::initializer_list<KernelDump::Ptr> tensors,
+              std::initializer_list<Dim> dims, F&& run) const {
+    traced_as(kernel, kernel, tensors, dims, run);
+  }
+  // The same under another name in the profile (a product's shape).
+  template <typename F>
+  void traced_as(std::string_view profile_name, const char* kernel,
+                 std::initializer_list<KernelDump::Ptr> tensors, std::initializer_list<Dim> dims,
+                 F&& run) const {
+    ProfileScope timer(profile_, profile_name);
+    dump_call(dump_, tag_, kernel, tensors, dims, run);
   }
   // out = a + b, and its backward da += dout, db += dout, over n elements.
   void residual_fwd(float* out, const float* a, const float* b, size_t n) const;
@@ -168,8 +173,7 @@ class Model {
   ModelConfig cfg_;
   ParamLayout layout_;
   Precision precision_;
-  AttentionKind attention_;
-  Kernels kernels_;
+  KernelTable kt_;  // every kernel this model calls, with its attention and matmul variants
   float z_loss_;
   int grad_accum_;
   AlignedBuffer<float> w_, g_;

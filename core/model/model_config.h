@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/base/names.h"
+#include "ops/attention.h"
 #include "ops/kernels.h"
 #include "ops/matmul.h"
 
@@ -12,10 +13,10 @@ enum class Arch { kGpt2, kLlama };
 // fp32: everything in fp32. mixed: the matmuls that read a weight read its fp16 mirror,
 // widened to f32 at load; activations, gradients and the optimizer stay fp32.
 enum class Precision { kFp32, kMixed };
-// fused: online softmax, only the row logsumexp [B,NH,T] kept for the backward
-// (attention_forward_fast in ops/attention.h). materialised: the reference, keeping the
-// probabilities [B,NH,T,T].
-enum class AttentionKind { kFused, kMaterialised };
+
+// gpt2's MLP activation: the tanh GELU (GPT-2's own, Hugging Face's "gelu_new") or the exact erf
+// GELU (Hugging Face's "gelu", which some GPT-2-shaped checkpoints use).
+enum class Activation { kGeluTanh, kGeluErf };
 
 struct ModelConfig {
   Arch arch = Arch::kGpt2;
@@ -26,7 +27,8 @@ struct ModelConfig {
   int vocab = 0;         // V: token ids are < V
   int padded_vocab = 0;  // Vp ≥ V: rows of wte, rounded up for alignment (llm.c pads to 64·k)
   int ffn = 0;           // llama: F, the SwiGLU hidden width (gpt2 uses 4C)
-  double rope_theta = 10000.0;  // llama: RoPE base
+  double rope_theta = 10000.0;                    // llama: RoPE base
+  Activation activation = Activation::kGeluTanh;  // gpt2
 };
 
 // Vp for a vocabulary of V: V rounded up to a multiple of 64, as llm.c pads it (GPT-2's 50257 to
@@ -58,6 +60,11 @@ template <>
 struct EnumNames<Precision> {
   static constexpr NamedValue<Precision> values[] = {{Precision::kFp32, "fp32"},
                                                      {Precision::kMixed, "mixed"}};
+};
+template <>
+struct EnumNames<Activation> {
+  static constexpr NamedValue<Activation> values[] = {{Activation::kGeluTanh, "gelu_tanh"},
+                                                      {Activation::kGeluErf, "gelu_erf"}};
 };
 template <>
 struct EnumNames<AttentionKind> {

@@ -37,10 +37,14 @@ namespace fs = std::filesystem;
 
 // ---- configuration as JSON, exact both ways ----------------------------------------------------
 
+// "activation" is written only where it is not the default tanh GELU, so the config of every
+// model that existed before the erf GELU keeps its bytes (the golden runs' config.json).
 Json model_config_json(const ModelConfig& m) {
-  return {{"arch", enum_name(m.arch)},      {"layers", m.layers},   {"heads", m.heads},
-          {"channels", m.channels},         {"max_seq", m.max_seq}, {"vocab", m.vocab},
-          {"padded_vocab", m.padded_vocab}, {"ffn", m.ffn},         {"rope_theta", m.rope_theta}};
+  Json j = {{"arch", enum_name(m.arch)},      {"layers", m.layers},   {"heads", m.heads},
+            {"channels", m.channels},         {"max_seq", m.max_seq}, {"vocab", m.vocab},
+            {"padded_vocab", m.padded_vocab}, {"ffn", m.ffn},         {"rope_theta", m.rope_theta}};
+  if (m.activation != Activation::kGeluTanh) j["activation"] = enum_name(m.activation);
+  return j;
 }
 
 namespace {
@@ -59,6 +63,7 @@ ModelConfig parse_model(const Json& j) {
   m.ffn = int(f.integer("ffn", m.arch == Arch::kLlama ? 1 : 0, 1 << 20));
   m.rope_theta = f.real("rope_theta");
   if (!(m.rope_theta > 0)) throw std::runtime_error("config.model.rope_theta must be positive");
+  if (j.contains("activation")) m.activation = f.choice<Activation>("activation");
   return m;
 }
 

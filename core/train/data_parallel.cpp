@@ -6,6 +6,7 @@
 
 #include "optim/adamw8bit.h"
 #include "optim/grad_accum.h"
+#include "optim/kernel_table.h"
 
 namespace reftrain {
 
@@ -55,11 +56,11 @@ void DataParallel::add_round(float* g, bool first_round) {
   std::memset(static_cast<void*>(g), 0, total_ * sizeof(float));
 }
 
-double DataParallel::norm_sq(bool fast) {
+double DataParallel::norm_sq(Kernels kernels) {
   double partial[kNormChunks] = {};
   const ZeroShard& s = shard();
-  (fast ? norm_sq_partials_fast : norm_sq_partials)(
-      sum_.data(), s.window.begin, total_, s.first_chunk, s.last_chunk, partial + s.first_chunk);
+  kernel_table(kernels).norm_sq_partials(sum_.data(), s.window.begin, total_, s.first_chunk,
+                                         s.last_chunk, partial + s.first_chunk);
   std::vector<Part> parts;
   for (const ZeroShard& z : shards_) {
     parts.push_back({size_t(z.first_chunk) * sizeof(double),

@@ -37,7 +37,7 @@ class DataParallel {
   void add_round(float* g, bool first_round);
   float* window() { return sum_.data(); }
   // Σg² of the summed gradient: what reduce_norm_sq(_fast) of the whole sum returns.
-  double norm_sq(bool fast);
+  double norm_sq(Kernels kernels);
   // After every rank's OptimizerState::apply: each rank's updated shard of w (and of the fp16
   // mirror w16, unless null) to every rank.
   void share_weights(float* w, f16* w16);

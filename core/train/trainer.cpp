@@ -157,8 +157,7 @@ float Trainer::data_parallel_micro_batches(int k) {
 
 // The norm from every rank's chunks, this rank's shard of the update, then the weights shared.
 GradStats Trainer::data_parallel_update(const AdamWHyper& hp) {
-  const GradStats stats =
-      finalize_grad_stats(dp_->norm_sq(train_.kernels == Kernels::kFast), train_.clip);
+  const GradStats stats = finalize_grad_stats(dp_->norm_sq(train_.kernels), train_.clip);
   optimizer_.apply(model_->weights(), dp_->window(), dp_->shard().window.begin, model_->mirror(),
                    stats, hp, int(++updates_));
   dp_->share_weights(model_->weights(), model_->mirror());

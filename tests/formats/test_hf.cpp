@@ -39,6 +39,7 @@ struct MirrorCase {
 };
 const MirrorCase kCases[] = {{"gpt2_f32", "gpt2", "F32"},
                              {"gpt2_bf16_unprefixed", "gpt2", "BF16", true, true, true},
+                             {"gpt2_gelu", "gpt2_gelu", "F32"},
                              {"llama_f32", "llama", "F32"},
                              {"llama_f16", "llama", "F16"}};
 
@@ -153,6 +154,8 @@ TEST_F(HfMirror, ImportComputesWhatTheMirrorComputes) {
     EXPECT_EQ(cfg.max_seq, 16);
     EXPECT_EQ(cfg.vocab, 61);
     EXPECT_EQ(cfg.padded_vocab, 64);  // V rounded up to a multiple of 64
+    EXPECT_EQ(cfg.activation,
+              std::string(c.arch) == "gpt2_gelu" ? Activation::kGeluErf : Activation::kGeluTanh);
     if (llama) {
       EXPECT_EQ(cfg.ffn, 40);
       EXPECT_EQ(cfg.rope_theta, 500.0);
@@ -178,7 +181,7 @@ TEST_F(HfMirror, ImportComputesWhatTheMirrorComputes) {
 
 // Library round trip at V 61 < Vp 64: export drops the padding rows, import restores them as 0.
 TEST_F(HfMirror, ExportThenImportIsBitExact) {
-  for (const char* name : {"gpt2_f32", "llama_f32"}) {
+  for (const char* name : {"gpt2_f32", "gpt2_gelu", "llama_f32"}) {
     SCOPED_TRACE(name);
     const ModelConfig cfg = read_hf_config(model_dir(name));
     std::unique_ptr<Model> model = make_model(cfg, ModelOptions{});

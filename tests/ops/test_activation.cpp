@@ -1,8 +1,9 @@
-// GELU (gpt2) and SwiGLU (llama), ops/activation.h. The references' backward against central
-// finite differences of their own forward in double, backward accumulates (+=), float agrees
-// with double, forwards match their formulas written out here in long double, SwiGLU does not
-// overflow for large |gate|; the fast kernels close to the reference, their vector lanes equal
-// to the scalar tail, the same bits for any thread count and for the AVX2 build.
+// GELU (gpt2; the tanh and the exact erf forms) and SwiGLU (llama), ops/activation.h. The
+// references' backward against central finite differences of their own forward in double, backward
+// accumulates (+=), float agrees with double, forwards match their formulas written out here in
+// long double, SwiGLU does not overflow for large |gate|; the fast kernels close to the reference,
+// their vector lanes equal to the scalar tail, the same bits for any thread count and for the AVX2
+// build.
 //
 // Method: for an op out = f(inputs), pick a random projection R of the output and set
 // L = Σ R·out. Then ∂L/∂input is the op's backward with the upstream gradient dout = R, and each
@@ -59,6 +60,27 @@ struct GeluOp {
   }
 };
 
+struct GeluErfOp {
+  static constexpr size_t n = 37;
+  std::vector<std::string> names{"x"};
+  Tensors<double> inputs;
+  GeluErfOp() {
+    Data d(13);
+    inputs = {d.vec(n, -5, 5)};  // both tails and the curved middle
+  }
+  size_t out_size() const { return n; }
+  template <typename T>
+  std::vector<T> forward(const Tensors<T>& in) const {
+    std::vector<T> out(n);
+    gelu_erf_forward(out.data(), in[0].data(), n);
+    return out;
+  }
+  template <typename T>
+  void backward(const Tensors<T>& in, const std::vector<T>& dout, Tensors<T>& grads) const {
+    gelu_erf_backward(grads[0].data(), in[0].data(), dout.data(), n);
+  }
+};
+
 struct SwigluOp {
   static constexpr size_t n = 37;
   std::vector<std::string> names{"gate", "up"};
@@ -112,6 +134,39 @@ TEST(OpsForward, Gelu) {
   EXPECT_EQ(y[0], 0.0);
   EXPECT_NEAR(y[1], 10.0, 1e-12);
   EXPECT_NEAR(y[2], 0.0, 1e-12);
+}
+
+// ---------------------------------------------------------------------------------------------
+// GELU, exact erf form.
+
+TEST(OpsFd, GeluErf) {
+  check_fd(GeluErfOp());
+}
+
+TEST(OpsAccumulate, GeluErf) {
+  check_accumulates(GeluErfOp());
+}
+
+TEST(OpsFloat, GeluErf) {
+  check_float_matches_double(GeluErfOp());
+}
+
+TEST(OpsForward, GeluErf) {
+  const GeluErfOp op;
+  std::vector<long double> want;
+  for (double x : op.inputs[0]) {
+    const long double X = x;
+    want.push_back(0.5L * X * (1.0L + std::erf(X / std::sqrt(2.0L))));
+  }
+  expect_matches_reference("gelu_erf", op.forward(op.inputs), want);
+  // gelu_erf(x) = x·Φ(x): Φ(1) = 0.841344746068543 (a table value), and the tails → x and 0.
+  const std::vector<double> x = {0.0, 1.0, 10.0, -10.0};
+  std::vector<double> y(4);
+  gelu_erf_forward(y.data(), x.data(), 4);
+  EXPECT_EQ(y[0], 0.0);
+  EXPECT_NEAR(y[1], 0.841344746068543, 1e-15);
+  EXPECT_NEAR(y[2], 10.0, 1e-12);
+  EXPECT_NEAR(y[3], 0.0, 1e-12);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -213,6 +268,26 @@ TEST(OpsSimd, GeluCloseToReference) {
   }
 }
 
+// The fast erf (A&S 7.1.26) errs by < 1.5e-7 absolute, well inside 16u of |x| (forward) or of
+// |dout| (backward); a wrong coefficient errs by ~1e-3.
+TEST(OpsSimd, GeluErfCloseToReference) {
+  for (int n : kActivationSizes) {
+    SCOPED_TRACE("n = " + std::to_string(n));
+    const ActivationCase c(n);
+    Buf ref(c.n), fast(c.n);
+    gelu_erf_forward(ref.p(), c.x.p(), c.n);
+    gelu_erf_forward_fast(fast.p(), c.x.p(), c.n);
+    expect_within("gelu_erf", fast, ref, kActivationTol,
+                  [&](size_t i) { return std::abs(c.x[i]); });
+    Buf dref = c.d0, dfast = c.d0;  // accumulates (+=)
+    gelu_erf_backward(dref.p(), c.x.p(), c.dout.p(), c.n);
+    gelu_erf_backward_fast(dfast.p(), c.x.p(), c.dout.p(), c.n);
+    expect_within("dx", dfast, dref, kActivationTol, [&](size_t i) {
+      return std::abs(c.d0[i]) + std::abs(c.dout[i]) * (1 + std::abs(c.x[i]));
+    });
+  }
+}
+
 TEST(OpsSimd, SwigluCloseToReference) {
   for (int n : kActivationSizes) {
     SCOPED_TRACE("n = " + std::to_string(n));
@@ -245,6 +320,12 @@ TEST(OpsSimd, ActivationLanesEqualScalarTail) {
   expect_lanes_equal_tail("gelu_backward", c.n, {c.d0}, [&](Outs& o, size_t i, size_t k) {
     gelu_backward_fast(o[0].p() + i, x + i, g + i, k);
   });
+  expect_lanes_equal_tail("gelu_erf", c.n, {Buf(c.n)}, [&](Outs& o, size_t i, size_t k) {
+    gelu_erf_forward_fast(o[0].p() + i, x + i, k);
+  });
+  expect_lanes_equal_tail("gelu_erf_backward", c.n, {c.d0}, [&](Outs& o, size_t i, size_t k) {
+    gelu_erf_backward_fast(o[0].p() + i, x + i, g + i, k);
+  });
   expect_lanes_equal_tail("swiglu", c.n, {Buf(c.n)}, [&](Outs& o, size_t i, size_t k) {
     swiglu_forward_fast(o[0].p() + i, x + i, y + i, k);
   });
@@ -256,13 +337,15 @@ TEST(OpsSimd, ActivationLanesEqualScalarTail) {
 TEST(OpsSimd, ActivationsAreThreadCountInvariant) {
   const ActivationCase c(3 * 4096 + 37);
   expect_thread_count_invariant([&] {
-    Buf out(c.n), sw(c.n), dx = c.d0, dg = c.d0, du = c.d1;
+    Buf out(c.n), sw(c.n), dx = c.d0, dg = c.d0, du = c.d1, erf(c.n), derf = c.d0;
     gelu_forward_fast(out.p(), c.x.p(), c.n);
     gelu_backward_fast(dx.p(), c.x.p(), c.dout.p(), c.n);
+    gelu_erf_forward_fast(erf.p(), c.x.p(), c.n);
+    gelu_erf_backward_fast(derf.p(), c.x.p(), c.dout.p(), c.n);
     swiglu_forward_fast(sw.p(), c.x.p(), c.y.p(), c.n);
     swiglu_backward_fast(dg.p(), du.p(), c.dout.p(), c.x.p(), c.y.p(), c.n);
     std::vector<float> all;
-    for (const Buf* b : {&out, &dx, &sw, &dg, &du}) {
+    for (const Buf* b : {&out, &dx, &erf, &derf, &sw, &dg, &du}) {
       const std::vector<float> v = b->vec();
       all.insert(all.end(), v.begin(), v.end());
     }
@@ -286,6 +369,13 @@ TEST(OpsSimd, Avx2ActivationsEqualNative) {
   gelu_backward_fast(dn.p(), c.x.p(), c.dout.p(), c.n);
   reftrain_avx2::gelu_backward_fast(da.p(), c.x.p(), c.dout.p(), c.n);
   expect_bits_equal("gelu backward", da, dn);
+  Buf en(c.n), ea(c.n), den = c.d0, dea = c.d0;
+  gelu_erf_forward_fast(en.p(), c.x.p(), c.n);
+  reftrain_avx2::gelu_erf_forward_fast(ea.p(), c.x.p(), c.n);
+  expect_bits_equal("gelu_erf", ea, en);
+  gelu_erf_backward_fast(den.p(), c.x.p(), c.dout.p(), c.n);
+  reftrain_avx2::gelu_erf_backward_fast(dea.p(), c.x.p(), c.dout.p(), c.n);
+  expect_bits_equal("gelu_erf backward", dea, den);
   swiglu_forward_fast(sn.p(), c.x.p(), c.y.p(), c.n);
   reftrain_avx2::swiglu_forward_fast(sa.p(), c.x.p(), c.y.p(), c.n);
   expect_bits_equal("swiglu", sa, sn);

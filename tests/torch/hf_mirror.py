@@ -5,14 +5,14 @@ The modules follow transformers' modeling_gpt2.py and modeling_llama.py: the sam
 and attribute names, so every tensor name comes from state_dict() as it does there, and the same
 layouts: GPT-2's Conv1D holds its weight [in, out] and computes y = x @ W + b (torch.addmm);
 nn.Linear holds [out, in]. GPT-2: learned positions, LayerNorm(layer_norm_epsilon), attention
-scaled by 1/sqrt(head_dim) with the causal mask from the `bias` buffer, MLP c_fc -> gelu_new ->
-c_proj, lm_head tied to wte. Llama: LlamaRMSNorm (x * rsqrt(mean(x^2) + eps) * weight), RoPE
+scaled by 1/sqrt(head_dim) with the causal mask from the `bias` buffer, MLP c_fc -> gelu_new (or
+the exact erf gelu where activation_function is "gelu") -> c_proj, lm_head tied to wte. Llama: LlamaRMSNorm (x * rsqrt(mean(x^2) + eps) * weight), RoPE
 with rotate_half (inv_freq = theta^(-2i/head_dim); cos/sin = cat(freqs, freqs)), SwiGLU MLP
 down(silu(gate(x)) * up(x)), untied lm_head. Everything runs in float64.
 
 Usage: /usr/bin/python3 tests/torch/hf_mirror.py JOBS.json
 JOBS.json is a list of jobs, run in order in one process:
-  {"op": "make", "dir": D, "arch": "gpt2"|"llama", "seed": S, "dtype": "F32"|"F16"|"BF16",
+  {"op": "make", "dir": D, "arch": "gpt2"|"gpt2_gelu"|"llama", "seed": S, "dtype": "F32"|"F16"|"BF16",
    "no_prefix": bool, "lm_head": bool, "buffers": bool, "out": OUT}
       Random tiny weights (the SHAPES below) saved as save_pretrained saves them: D/config.json
       and D/model.safetensors (metadata {"format": "pt"}, tensors in `dtype`, the tied GPT-2
@@ -50,6 +50,8 @@ SHAPES = {
               "rms_norm_eps": 1e-5, "rope_theta": 500.0, "rope_scaling": None,
               "hidden_act": "silu", "tie_word_embeddings": False, "torch_dtype": "float32"},
 }
+# GPT-2's shape with the exact GELU (transformers' ACT2FN["gelu"]: torch's erf GELU).
+SHAPES["gpt2_gelu"] = {**SHAPES["gpt2"], "activation_function": "gelu"}
 BATCH, SEQ = 3, 11
 DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
           "F64": torch.float64, "BOOL": torch.bool}
@@ -105,9 +107,10 @@ class GPT2MLP(nn.Module):
         C = cfg["n_embd"]
         inner = cfg["n_inner"] if cfg.get("n_inner") is not None else 4 * C
         self.c_fc, self.c_proj = Conv1D(inner, C), Conv1D(C, inner)
+        self.act = {"gelu_new": gelu_new, "gelu": F.gelu}[cfg["activation_function"]]
 
     def forward(self, x):
-        return self.c_proj(gelu_new(self.c_fc(x)))
+        return self.c_proj(self.act(self.c_fc(x)))
 
 
 class GPT2Block(nn.Module):
@@ -251,7 +254,7 @@ class LlamaForCausalLM(nn.Module):
         return self.lm_head(self.model(idx))
 
 
-MODELS = {"gpt2": GPT2LMHeadModel, "llama": LlamaForCausalLM}
+MODELS = {"gpt2": GPT2LMHeadModel, "gpt2_gelu": GPT2LMHeadModel, "llama": LlamaForCausalLM}
 
 
 # ---- safetensors with torch dtypes (bf16 has no numpy type) -----------------------------------

@@ -85,6 +85,8 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     residual_backward: elementwise('pointwise.wgsl', 'residual_backward'),
     gelu_forward: elementwise('pointwise.wgsl', 'gelu_forward'),
     gelu_backward: elementwise('pointwise.wgsl', 'gelu_backward'),
+    gelu_erf_forward: elementwise('pointwise.wgsl', 'gelu_erf_forward'),
+    gelu_erf_backward: elementwise('pointwise.wgsl', 'gelu_erf_backward'),
     swiglu_forward: elementwise('pointwise.wgsl', 'swiglu_forward'),
     swiglu_backward: elementwise('pointwise.wgsl', 'swiglu_backward'),
     reduce_norm_sq: elementwise('optimizer.wgsl', 'reduce_norm_sq'),

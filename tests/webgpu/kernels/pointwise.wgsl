@@ -1,4 +1,4 @@
-// The element-wise kernels: residual add, GELU (tanh form) and SwiGLU, forward and backward.
+// The element-wise kernels: residual add, GELU (tanh and exact erf forms) and SwiGLU, forward and backward.
 // Bindings in the fixture's order (outputs first, then inputs, then the count n as a uniform);
 // backward kernels accumulate (+=) into their gradients. One thread per element.
 
@@ -21,6 +21,15 @@
 @group(0) @binding(1) var<storage, read> gelub_x: array<f32>;
 @group(0) @binding(2) var<storage, read> gelub_dout: array<f32>;
 @group(0) @binding(3) var<uniform> gelub_n: u32;
+
+@group(0) @binding(0) var<storage, read_write> gerf_out: array<f32>;
+@group(0) @binding(1) var<storage, read> gerf_x: array<f32>;
+@group(0) @binding(2) var<uniform> gerf_n: u32;
+
+@group(0) @binding(0) var<storage, read_write> gerfb_dx: array<f32>;
+@group(0) @binding(1) var<storage, read> gerfb_x: array<f32>;
+@group(0) @binding(2) var<storage, read> gerfb_dout: array<f32>;
+@group(0) @binding(3) var<uniform> gerfb_n: u32;
 
 @group(0) @binding(0) var<storage, read_write> swi_out: array<f32>;
 @group(0) @binding(1) var<storage, read> swi_gate: array<f32>;
@@ -88,6 +97,37 @@ fn gelu_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_wor
   let du = SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_CUBIC * x * x);
   let grad = 0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du;
   gelub_dx[i] = gelub_dx[i] + grad * gelub_dout[i];
+}
+
+// WGSL has no erf: Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7) on a = |x|/√2,
+// erf(a) = 1 − p(t)·e^(−a²), t = 1/(1 + 0.3275911·a), with x's sign put back. Returns
+// (erf(x/√2), e^(−x²/2)): the backward's Gaussian comes free.
+const SQRT_HALF: f32 = 0.7071067811865476;
+const INV_SQRT_2PI: f32 = 0.3989422804014327;
+fn erf_and_gauss(x: f32) -> vec2<f32> {
+  let a = abs(x) * SQRT_HALF;
+  let t = 1.0 / (1.0 + 0.3275911 * a);
+  let p = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+  let g = exp(-a * a);
+  return vec2<f32>(sign(x) * (1.0 - p * g), g);
+}
+
+@compute @workgroup_size(256)
+fn gelu_erf_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat_id(gid, nwg);
+  if (i >= gerf_n) { return; }
+  let x = gerf_x[i];
+  gerf_out[i] = 0.5 * x * (1.0 + erf_and_gauss(x).x);
+}
+
+@compute @workgroup_size(256)
+fn gelu_erf_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = flat_id(gid, nwg);
+  if (i >= gerfb_n) { return; }
+  let x = gerfb_x[i];
+  let eg = erf_and_gauss(x);
+  let grad = 0.5 * (1.0 + eg.x) + x * INV_SQRT_2PI * eg.y;
+  gerfb_dx[i] = gerfb_dx[i] + grad * gerfb_dout[i];
 }
 
 @compute @workgroup_size(256)
