@@ -176,7 +176,7 @@ Json describe_model(const ModelConfig& m, size_t params) {
             {"padded_vocab", m.padded_vocab}, {"params", params}};
   if (m.arch == Arch::kGpt2) {
     j["norm"] = {{"kind", "layernorm"}, {"eps", 1e-5}};
-    j["ffn"] = {{"kind", "gelu_tanh"}, {"width", 4 * m.channels}};
+    j["ffn"] = {{"kind", enum_name(m.activation)}, {"width", 4 * m.channels}};
     j["tied_lm_head"] = true;
   } else {
     j["norm"] = {{"kind", "rmsnorm"}, {"eps", 1e-5}};

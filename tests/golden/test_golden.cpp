@@ -207,7 +207,10 @@ TEST_F(GoldenKernels, ManifestNamesEveryKernelWithTwinBindingsAndTolerances) {
   for (const Json& k : m.at("kernels")) {
     SCOPED_TRACE(k.at("name").get<std::string>());
     EXPECT_TRUE(std::filesystem::exists(dir_->file("k/" + k.at("file").get<std::string>())));
-    EXPECT_FALSE(k.at("twin").at("file").get<std::string>().empty());
+    // A kernel no GPU study has (gelu_erf) names no study file; it still has our WGSL twin.
+    const std::string name = k.at("name");
+    EXPECT_TRUE(!k.at("twin").at("file").get<std::string>().empty() ||
+                !kernel_record(name).wgsl.empty());
     EXPECT_FALSE(k.at("twin").at("entry").get<std::string>().empty());
     for (const Json& b : k.at("bindings")) {
       const std::string role = b.at("role");
