@@ -12,7 +12,12 @@
 //     reftrain's (`golden run --dump-step 1`) call by call; and bisection: `reftrain compare
 //     --first-divergence` of reftrain's dump (and of a clean replay's) with the dump of a replay
 //     with a planted bug must name exactly the bugged call, its inputs within tolerance — a forward bug (layernorm_forward / rmsnorm_forward
-//     with eps 1e-6) and a backward one (the attention_backward above), for gpt2 and llama.
+//     with eps 1e-6) and a backward one (the attention_backward above), for gpt2 and llama;
+//  5. one registry drives both consumers: a registry using every field of an entry (the fused
+//     two-pass attention with scratch buffers, the 4×4 register-blocked linear form, an entry
+//     with its bindings in another order, one with an input bound as a uniform) passes the kernel
+//     fixtures (kernels.mjs, `compare --subset`) and replays gpt2 and llama within the drift gate,
+//     their step-1 call dumps matching reftrain's, with the fused backward's extra dispatches.
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -140,6 +145,67 @@ function checkBisection() {
   }
 }
 
+// A registry module using every field bind.mjs honours (see the header, check 5).
+function formsRegistry() {
+  const path = join(work, 'registry_forms.mjs');
+  writeFileSync(path, `import { readFileSync } from 'node:fs';
+import { makeRegistry } from ${JSON.stringify(join(here, 'registry.mjs'))};
+const edit = (file, edits) => {
+  let source = readFileSync(${JSON.stringify(join(here, 'kernels'))} + '/' + file, 'utf8');
+  for (const [from, to] of edits) {
+    if (!source.includes(from)) throw new Error('registry_forms: no ' + from);
+    source = source.replace(from, to);
+  }
+  return source;
+};
+const r = makeRegistry({ linear: 'reg4x4', attention: 'fused' });
+// residual_forward bound as (n, a, b, out) rather than the fixture's (out, a, b, n).
+r.residual_forward = { ...r.residual_forward, file: undefined, bindings: ['n', 'a', 'b', 'out'], source: edit('pointwise.wgsl', [
+  ['@binding(0) var<storage, read_write> res_out', '@binding(3) var<storage, read_write> res_out'],
+  ['@binding(3) var<uniform> res_n', '@binding(0) var<uniform> res_n']]) };
+// finalize_grad_stats reading norm_sq from a uniform.
+r.finalize_grad_stats = { ...r.finalize_grad_stats, file: undefined, uniforms: ['norm_sq'], source: edit('optimizer.wgsl', [
+  ['var<storage, read> fg_norm_sq: array<f32>', 'var<uniform> fg_norm_sq: f32'],
+  ['sqrt(fg_norm_sq[0])', 'sqrt(fg_norm_sq)']]) };
+export default r;
+`);
+  return path;
+}
+
+function checkRegistry() {
+  const registry = formsRegistry();
+  const fix = join(work, 'fixtures');
+  const gen = run(reftrain, ['golden', 'kernels', '--arch', 'all', '--out', fix]);
+  if (gen.status !== 0) return fail(`golden kernels: ${gen.stderr}`);
+  const out = join(work, 'fixtures-forms');
+  const k = run(process.execPath, [join(here, 'kernels.mjs'), fix, '--out', out, '--registry', registry]);
+  const kc = run(reftrain, ['compare', fix, out, '--subset', '--quiet']);
+  console.log(`registry_forms.mjs on the kernel fixtures: kernels.mjs exit ${k.status}, compare exit ${kc.status}: ` +
+              `${last(kc.stdout, /tensors within/)}`);
+  if (k.status !== 0 || kc.status !== 0) fail(`registry_forms on the fixtures\n${k.stdout}${k.stderr}${kc.stdout}`);
+  for (const [preset, precision, optimizer] of [['tiny', 'fp32', 'adamw'], ['llama-tiny', 'mixed', 'adamw8bit']]) {
+    const name = `${preset} ${precision} ${optimizer}`;
+    const dir = join(work, `golden-${preset}-${precision}-${optimizer}`);
+    const dest = join(work, `forms-${preset}-${precision}-${optimizer}`);
+    const dump = `${dest}-dump`;
+    for (const d of [dest, dump]) rmSync(d, { recursive: true, force: true });
+    const r = replay(dir, dest, ['--registry', registry]);
+    const d = replay(dir, dump, ['--registry', registry, '--steps', '1', '--dump-step', '1']);
+    if (r.status !== 0 || d.status !== 0) { fail(`${name} with registry_forms: replay exit ${r.status}, ${d.status}\n${r.stderr}${d.stderr}`); continue; }
+    const gate = precision === 'fp32' ? '1e-5' : '1e-4';
+    const cmp = run(reftrain, ['compare', dir, dest, '--max-drift', gate, '--quiet']);
+    const dc = run(reftrain, ['compare', join(dump, 'step-1.safetensors'), join(dir, 'step-1.safetensors'), '--subset', '--quiet']);
+    // The fused attention backward is two dispatches: one more per layer than the default's.
+    const calls = (text) => Number((/: (\d+) dispatches/.exec(text) ?? [])[1]);
+    const base = replay(dir, join(work, `forms-base-${preset}`), ['--steps', '1']);
+    const layers = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8')).model.layers;
+    console.log(`${name} with registry_forms: compare exit ${cmp.status}: ${last(cmp.stdout, /max drift/)}; call dump ` +
+                `compare exit ${dc.status}; ${calls(r.stdout)} dispatches (default registry: ${calls(base.stdout)})`);
+    if (cmp.status !== 0 || dc.status !== 0) fail(`${name} with registry_forms: compare ${cmp.status}, dump ${dc.status}\n${cmp.stdout}${dc.stdout}`);
+    if (calls(r.stdout) !== calls(base.stdout) + layers) fail(`${name} with registry_forms: ${calls(r.stdout)} dispatches, want ${calls(base.stdout)} + ${layers}`);
+  }
+}
+
 rmSync(work, { recursive: true, force: true });
 mkdirSync(work, { recursive: true });
 const start = Date.now();
@@ -151,6 +217,7 @@ for (const preset of ['tiny', 'llama-tiny']) {
 checkStaged();
 checkPlanted();
 checkBisection();
+checkRegistry();
 console.log(`${((Date.now() - start) / 1000).toFixed(1)} s; ` +
             (failures.length ? `${failures.length} failure(s)` : 'webgpu replay: all checks passed'));
 process.exit(failures.length ? 1 : 0);

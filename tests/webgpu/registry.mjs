@@ -15,26 +15,31 @@ const grid16 = (file, entry, cols, rows_, per = 16) => ({
   file, entry, dispatch: (p) => [Math.ceil(cols(p) / per), Math.ceil(rows_(p) / per)],
 });
 
-// The linear products' three forms, each a file with all five entry points: naive (one thread
-// per output), 16×16 workgroup-shared tiles, 4×4 register blocks (64×64 outputs per workgroup).
+// The linear products' three forms, each a template (the file's `//#template` section, see
+// source.mjs) written once per product after the family's prelude (prelude/linear.wgsl: the
+// bindings and each product's operands): naive (one thread per output), 16×16
+// workgroup-shared tiles, 4×4 register blocks (64×64 outputs per workgroup).
 export const linearForms = {
   naive: { file: 'linear.wgsl', block: 16 },
   tiled: { file: 'linear_tiled.wgsl', block: 16 },
   reg4x4: { file: 'linear_reg4x4.wgsl', block: 64 },
 };
 
-// Each product's output grid: [columns, rows].
+// Each product: its prefix in the prelude and its output grid [columns, rows].
 export const linearProducts = {
-  linear_forward: [(p) => p.O, (p) => p.N],
-  linear_forward_f16: [(p) => p.O, (p) => p.N],
-  linear_backward_data: [(p) => p.K, (p) => p.N],
-  linear_backward_data_f16: [(p) => p.K, (p) => p.N],
-  linear_backward_weight: [(p) => p.K, (p) => p.O],
+  linear_forward: { prefix: 'lf', grid: [(p) => p.O, (p) => p.N] },
+  linear_forward_f16: { prefix: 'lh', grid: [(p) => p.O, (p) => p.N] },
+  linear_backward_data: { prefix: 'bd', grid: [(p) => p.K, (p) => p.N] },
+  linear_backward_data_f16: { prefix: 'bh', grid: [(p) => p.K, (p) => p.N] },
+  linear_backward_weight: { prefix: 'bw', grid: [(p) => p.K, (p) => p.O] },
 };
+
+// The template's substitutions: one entry point per product.
+export const linearTemplate = Object.entries(linearProducts).map(([ENTRY, { prefix }]) => ({ ENTRY, X: prefix }));
 
 export function linearTwin(form, name) {
   const f = linearForms[form];
-  return grid16(f.file, name, ...linearProducts[name], f.block);
+  return { ...grid16(f.file, name, ...linearProducts[name].grid, f.block), prelude: 'prelude/linear.wgsl', template: linearTemplate };
 }
 
 // The attention twins' two forms: materialised (the probabilities written to att, as the

@@ -181,7 +181,8 @@ async function main() {
   }
   const ms = (performance.now() - start) / Math.max(1, steps);
   writeFileSync(join(a.out, 'trace.jsonl'), `${lines.join('\n')}\n`);
-  const calls = [...P.model.forward, ...P.model.backward, ...P.opt.ops].filter((o) => o.op === 'dispatch').length;
+  const calls = [...P.model.forward, ...P.model.backward, ...P.opt.ops].filter((o) => o.op === 'dispatch')
+    .reduce((n, o) => n + o.passes.length, 0);
   console.log(`replayed ${steps} steps of ${a.golden} (${m.arch}, ${t.precision}, ${g.config.optimizer.name}) on ${description}: ` +
               `${calls} dispatches, ${ms.toFixed(1)} ms/step -> ${a.out}`);
 }

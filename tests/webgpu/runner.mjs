@@ -2,28 +2,21 @@
 // to write: the twin's outputs under the fixture's output names, and its inputs as read back
 // from the GPU (so a twin that writes into an input fails the comparison too).
 //
-// A twin (see registry.mjs) is {source | file, entry, dispatch(params) -> [x, y, z]} and
-// optionally `bindings` (tensor/scalar names in binding order; default: the manifest's order
-// without scratch bindings and without the step number t, which no GPU kernel binds) and
-// `uniforms` (input tensors bound as uniform buffers rather than read-only storage; scalars are
-// always uniforms). A twin of several dispatches gives `passes`, a list of {entry, bindings,
-// dispatch, reads}, run in order on buffers shared by name, and `scratch`, {name: params ->
-// f32 count}, buffers of its own that no fixture holds (zeroed, never written to the result;
-// bound read-only in the passes whose `reads` name them). A manifest output that no pass binds
-// is left out of the result, so `reftrain compare --subset` judges the others.
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+// A twin (see registry.mjs) is {source | file [, prelude, template], entry, dispatch(params) ->
+// [x, y, z]} with the optional fields bind.mjs describes (`bindings`, `uniforms`, `passes`,
+// `scratch`); bind.mjs binds and dispatches it, as it does for the training replay. Here the
+// default binding order is the manifest's without scratch bindings and without the step number
+// t, which no GPU kernel binds. A manifest output that no pass binds is left out of the result,
+// so `reftrain compare --subset` judges the others.
 import { typedArrayFor } from './safetensors.mjs';
+import { bindGroups, defaultNames, dispatch, moduleFor, plan } from './bind.mjs';
+import { twinSource } from './source.mjs';
 
-const kernelDir = new URL('./kernels/', import.meta.url).pathname;
+export { twinSource };
 
-export function twinSource(twin) {
-  return twin.source ?? readFileSync(join(twin.dir ?? kernelDir, twin.file), 'utf8');
-}
-
-function defaultBindings(entry) {
-  return entry.bindings.filter((b) => b.role !== 'scratch' && !(b.wgsl ?? '').startsWith('(not bound'));
-}
+// The manifest's bindings a GPU kernel binds by default: its `wgsl` says "(not bound ...)" for
+// the AdamW step number t, which the host turns into bias.
+const boundOnGpu = (b) => !(b.wgsl ?? '').startsWith('(not bound');
 
 function scalarBytes(b, value) {
   if (value === undefined) throw new Error(`scalar ${b.name}: not in the case's params`);
@@ -41,88 +34,62 @@ function upload(device, bytes, usage) {
   return buffer;
 }
 
-const pipelines = new Map();  // source + entry -> {pipeline, layout}
-
-async function pipelineFor(device, twin, entryPoint, kinds) {
-  const source = twinSource(twin);
-  const key = `${entryPoint}\n${kinds.join(',')}\n${source}`;
-  if (pipelines.has(key)) return pipelines.get(key);
-  const module = device.createShaderModule({ code: source });
-  const info = await module.getCompilationInfo();
-  const errors = info.messages.filter((m) => m.type === 'error');
+// A twin's WGSL must compile: its errors, with line numbers, fail the fixture.
+const compiled = new WeakSet();
+async function checkCompiles(device, twin) {
+  const { module } = moduleFor(device, twin);
+  if (compiled.has(module)) return;
+  const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
   if (errors.length) {
     throw new Error(`${twin.file ?? 'WGSL'}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`);
   }
-  const layout = device.createBindGroupLayout({
-    entries: kinds.map((type, binding) => ({ binding, visibility: GPUShaderStage.COMPUTE, buffer: { type } })),
-  });
-  device.pushErrorScope('validation');
-  const pipeline = device.createComputePipeline({
-    layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }),
-    compute: { module, entryPoint },
-  });
-  const err = await device.popErrorScope();
-  if (err) throw new Error(`${entryPoint}: ${err.message}`);
-  const p = { pipeline, layout };
-  pipelines.set(key, p);
-  return p;
+  compiled.add(module);
 }
 
-// The twin's passes, each {entry, bindings, dispatch, reads}: `passes` when it has several, else
-// its one entry point.
-function passesOf(twin) {
-  return twin.passes ?? [{ entry: twin.entry, bindings: twin.bindings, dispatch: twin.dispatch }];
-}
-
-// The buffer behind one binding name: a scalar (uniform), a twin's own scratch buffer (zeroed
-// f32 storage, never read back), or a tensor of the fixture.
-function slotFor(twin, entry, byName, caseName, fixture, name) {
-  const params = entry.cases[caseName].params;
-  const scratch = (twin.scratch ?? {})[name];
-  if (scratch && !byName[name]) return { kind: 'storage', bytes: new Float32Array(scratch(params)), scratch: true };
-  const b = byName[name];
-  if (!b) throw new Error(`${entry.name}: twin binds '${name}', which the manifest does not list`);
-  if (b.role === 'scalar') return { kind: 'uniform', bytes: scalarBytes(b, params[name]) };
+// The bytes behind one slot (bind.mjs): a scratch buffer (zeroed, never read back), a scalar
+// from the case's params, or a tensor of the fixture (an `out` zeroed, an `inout` holding
+// `<name>_in`).
+function slotBytes(entry, caseName, fixture, params, name, slot) {
+  if (slot.scratch !== undefined) return { bytes: new Float32Array(slot.scratch), scratch: true };
+  const b = slot.binding;
+  if (b.role === 'scalar') return { bytes: scalarBytes(b, params[name]), scalar: true };
   const src = fixture.tensors[`${caseName}.${b.role === 'inout' ? `${name}_in` : name}`];
   const ref = fixture.tensors[`${caseName}.${name}`];
   if (!ref && !src) throw new Error(`${entry.name}/${caseName}: no tensor for binding ${name}`);
-  const kind = b.role === 'in' ? ((twin.uniforms ?? []).includes(name) ? 'uniform' : 'read-only-storage') : 'storage';
   const bytes = b.role === 'out' ? new Uint8Array(ref.data.byteLength) : src.data;
-  return { kind, bytes, outName: `${caseName}.${name}`, like: ref ?? src };
+  return { bytes, outName: `${caseName}.${name}`, like: ref ?? src };
 }
 
 // One case of a fixture: {tensors: {name: {dtype, shape, data}}} for the case's names. Every
 // pass runs in one command buffer, in order, on buffers shared by name.
 export async function runCase(device, twin, entry, caseName, fixture) {
   const params = entry.cases[caseName].params;
-  const byName = Object.fromEntries(entry.bindings.map((b) => [b.name, b]));
-  const passes = passesOf(twin).map((p) => ({ ...p, names: p.bindings ?? defaultBindings(entry).map((b) => b.name) }));
-  const slots = new Map();
-  for (const name of passes.flatMap((p) => p.names)) {
-    if (!slots.has(name)) slots.set(name, slotFor(twin, entry, byName, caseName, fixture, name));
+  await checkCompiles(device, twin);
+  device.pushErrorScope('validation');
+  let planned;
+  try {
+    planned = plan(device, twin, entry, defaultNames(entry, boundOnGpu), params);
+  } finally {
+    const perr = await device.popErrorScope();
+    if (perr) throw new Error(`${(twin.passes ?? [twin]).map((p) => p.entry).join('+')}: ${perr.message}`);
   }
+  const { slots, passes } = planned;
   const U = GPUBufferUsage;
-  for (const s of slots.values()) {
-    s.buffer = upload(device, s.bytes, s.kind === 'uniform' ? U.UNIFORM | U.COPY_DST : U.STORAGE | U.COPY_SRC | U.COPY_DST);
+  const bufs = new Map();
+  for (const [name, slot] of slots) {
+    const s = slotBytes(entry, caseName, fixture, params, name, slot);
+    // Every buffer may be bound as storage or uniform (a twin's `uniforms` decides).
+    s.buffer = upload(device, s.bytes, U.STORAGE | U.UNIFORM | U.COPY_SRC | U.COPY_DST);
+    bufs.set(name, s);
   }
   const enc = device.createCommandEncoder();
   device.pushErrorScope('validation');
-  for (const p of passes) {
-    // A scratch buffer is read-write unless this pass only reads it.
-    const kinds = p.names.map((n) => (slots.get(n).scratch && (p.reads ?? []).includes(n) ? 'read-only-storage' : slots.get(n).kind));
-    const { pipeline, layout } = await pipelineFor(device, twin, p.entry, kinds);
-    const group = device.createBindGroup({
-      layout,
-      entries: p.names.map((n, binding) => ({ binding, resource: { buffer: slots.get(n).buffer } })),
-    });
-    const pass = enc.beginComputePass();
-    pass.setPipeline(pipeline);
-    pass.setBindGroup(0, group);
-    const [x, y = 1, z = 1] = p.dispatch(params);
-    pass.dispatchWorkgroups(x, y, z);
-    pass.end();
-  }
-  const reads = [...slots.values()].filter((s) => s.kind !== 'uniform' && !s.scratch).map((s) => {
+  bindGroups(device, passes, (name) => ({ buffer: bufs.get(name).buffer }));
+  const pass = enc.beginComputePass();
+  dispatch(pass, passes);
+  pass.end();
+  // Read back every tensor the twin bound (not scalars, not scratch).
+  const reads = [...bufs.values()].filter((s) => !s.scalar && !s.scratch).map((s) => {
     const staging = device.createBuffer({ size: s.buffer.size, usage: U.MAP_READ | U.COPY_DST });
     enc.copyBufferToBuffer(s.buffer, 0, staging, 0, s.buffer.size);
     return { s, staging };
@@ -138,7 +105,7 @@ export async function runCase(device, twin, entry, caseName, fixture) {
     staging.destroy();
     out[s.outName] = { dtype: s.like.dtype, shape: s.like.shape, data: typedArrayFor(s.like.dtype, bytes.buffer) };
   }
-  for (const s of slots.values()) s.buffer.destroy();
+  for (const s of bufs.values()) s.buffer.destroy();
   return out;
 }
 

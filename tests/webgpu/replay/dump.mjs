@@ -4,29 +4,11 @@
 // execution order, so `reftrain compare` of two dumps names as its first tensor past tolerance
 // an output of the first call that diverged (its inputs, outputs of earlier calls, passed).
 
-// Binding names in the fixture's order; `:o` an output, `:io` read and written, else an input.
-const sig = {
-  embed_forward: 'out:o tokens wte wpe B T C', embed_backward: 'dwte:io dwpe:io dout tokens B T C',
-  token_embed_forward: 'out:o tokens wte N C', token_embed_backward: 'dwte:io dout tokens N C',
-  layernorm_forward: 'out:o mean:o rstd:o x w b N C', layernorm_backward: 'dx:io dw:io db:io dout x w mean rstd N C',
-  rmsnorm_forward: 'out:o rstd:o x w N C', rmsnorm_backward: 'dx:io dw:io dout x w rstd N C',
-  linear_forward: 'out:o inp w b N K O', linear_forward_f16: 'out:o inp w16 b N K O',
-  linear_backward_data: 'dinp:io dout w N K O', linear_backward_data_f16: 'dinp:io dout w16 N K O',
-  linear_backward_weight: 'dw:io db:io dout inp N K O',
-  rope_forward: 'out:o x B T NH hs theta', rope_backward: 'dx:io dout B T NH hs theta',
-  attention_forward: 'out:o att:o qkv B T C NH', attention_backward: 'dqkv:io dout qkv att B T C NH',
-  gelu_forward: 'out:o x n', gelu_backward: 'dx:io x dout n',
-  swiglu_forward: 'out:o gate up n', swiglu_backward: 'dgate:io dup:io dout gate up n',
-  crossentropy_forward_backward: 'losses:o dlogits:o logits targets N V Vp dloss z',
-  residual_forward: 'out:o a b n', residual_backward: 'da:io db:io dout n',
-  cast_f32_to_f16: 'src dst:o n', reduce_norm_sq: 'data result:o n', finalize_grad_stats: 'norm_sq grad_stats:o max_norm',
-  adamw_update: 'w:io g:io m:io v:io grad_stats size hp bias',
-  adamw_update_f16: 'w:io g:io m:io v:io grad_stats size hp bias w16:o',
-  adamw_8bit_update: 'w:io g:io m_packed:io v_packed:io m_scale:io v_scale:io grad_stats size hp bias',
-  pack_qkv: 'qkv:o q k v N C', unpack_qkv: 'dq:o dk:o dv:o dqkv N C',
-};
+// Each binding's role and dtype come from the kernel table (kernels.json): `in` read before the
+// call, `out` after, `inout` both; uniforms (scalars, the optimizer's hp and bias) and the
+// replay's zero and sink buffers are not recorded.
+import { kernelEntry, safetensorsDtype } from '../kernel_table.mjs';
 
-const dtypes = { tokens: 'I32', targets: 'I32', w16: 'F16', dst: 'F16', m_packed: 'U8', v_packed: 'U8' };
 const bytesOf = { F32: 4, I32: 4, F16: 2, U8: 1 };
 
 // What `reftrain compare` applies to each tensor of the dump (kept in its metadata), as
@@ -43,22 +25,20 @@ export function instrument(E, ops, step) {
   const out = [], reads = [], calls = [], outputs = {};
   for (const o of ops) {
     if (o.op !== 'dispatch') { out.push(o); continue; }
-    if (!sig[o.name]) throw new Error(`dump: no signature for ${o.name}`);
     const call = `${String(calls.length).padStart(4, '0')}.${o.tag}`;
-    const names = sig[o.name].split(' ');
     const before = [], after = [];
-    o.bindings.forEach((v, i) => {
-      const [binding, role = 'i'] = names[i].split(':');
-      if (v.uniform || v.scratch) return;
-      const dtype = dtypes[binding] ?? 'F32';
+    for (const b of kernelEntry(o.name).bindings) {
+      const v = o.views[b.name];
+      if (!v || v.uniform || v.scratch || b.role === 'scalar' || b.role === 'scratch') continue;
+      const dtype = safetensorsDtype(b);
       const add = (list, suffix) => {
         const r = E.readback(v);
         list.push(r);
-        reads.push({ name: `${call}.${binding}${suffix}`, dtype, r });
+        reads.push({ name: `${call}.${b.name}${suffix}`, dtype, r });
       };
-      if (role !== 'o') add(before, role === 'io' ? '_in' : '');
-      if (role !== 'i') add(after, ''), (outputs[call] ??= []).push(binding);
-    });
+      if (b.role !== 'out') add(before, b.role === 'inout' ? '_in' : '');
+      if (b.role !== 'in') add(after, ''), (outputs[call] ??= []).push(b.name);
+    }
     calls.push(call);
     outputs[call] ??= [];
     out.push(...before, o, ...after);

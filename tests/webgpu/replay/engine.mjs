@@ -1,11 +1,16 @@
 // The replay's dispatch recorder: persistent buffers, views of them (a byte range, bound as a
 // sub-range), uniforms, and a list of operations (kernel dispatches, buffer clears, copies to
-// host) built once and encoded again every step. Kernels are the fixture twins of registry.mjs
-// plus the replay's own (replay.wgsl), each bound in its fixture's binding order.
-import { readFileSync } from 'node:fs';
-import { twinSource } from '../runner.mjs';
+// host) built once and encoded again every step. Kernels are registry entries (registry.mjs's
+// twins plus the replay's own, replay.wgsl), bound and dispatched by bind.mjs exactly as the
+// fixture runner binds them: a call gives its views in the kernel table's order (kernels.json),
+// and the registry entry's `bindings`, `uniforms`, `passes` and `scratch` decide the rest.
+import { bindGroups, defaultNames, dispatch, plan } from '../bind.mjs';
+import { kernelEntry } from '../kernel_table.mjs';
 
 const U = () => GPUBufferUsage;
+// Every buffer may be bound as storage or as a uniform (a registry's `uniforms` may ask for
+// either), and copied from and to (staged bindings, read-backs).
+const ANY = () => U().STORAGE | U().UNIFORM | U().COPY_SRC | U().COPY_DST;
 
 export const view = (buffer, offset = 0, size = buffer.size) => ({ buffer, offset, size });
 
@@ -16,19 +21,16 @@ export class Engine {
     this.device = device;
     this.registry = registry;
     this.align = Math.max(align, device.limits.minStorageBufferOffsetAlignment);
-    this.modules = new Map();
-    this.pipelines = new Map();
+    this.uniformAlign = Math.max(align, device.limits.minUniformBufferOffsetAlignment);
     this.uniforms = new Map();
     this.zeros = new Map();
-    this.staged = [];  // misaligned views: [scratch, source view, writable]
+    this.scratch = new Map();
   }
 
   // A storage buffer of `bytes` bytes (zeroed), or holding `data` (a typed array).
   storage(bytes, data = null) {
     const size = Math.max(16, Math.ceil((data ? data.byteLength : bytes) / 16) * 16);
-    const buffer = this.device.createBuffer({
-      size, usage: U().STORAGE | U().COPY_SRC | U().COPY_DST, mappedAtCreation: Boolean(data),
-    });
+    const buffer = this.device.createBuffer({ size, usage: ANY(), mappedAtCreation: Boolean(data) });
     if (data) {
       new Uint8Array(buffer.getMappedRange()).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
       buffer.unmap();
@@ -36,19 +38,20 @@ export class Engine {
     return buffer;
   }
 
-  // A uniform holding one scalar (cached by value) or a vec4<f32> the host rewrites per step.
+  // A uniform holding one scalar (cached by value; `value` is what a registry's dispatch and
+  // scratch sizes read) or a vec4<f32> the host rewrites per step.
   scalar(type, value) {
     const key = `${type}:${value}`;
     if (!this.uniforms.has(key)) {
-      const b = this.device.createBuffer({ size: 16, usage: U().UNIFORM | U().COPY_DST });
+      const b = this.device.createBuffer({ size: 16, usage: ANY() });
       this.device.queue.writeBuffer(b, 0, type === 'f32' ? new Float32Array([value]) : new Uint32Array([value]));
-      this.uniforms.set(key, { ...view(b, 0, 4), uniform: true });
+      this.uniforms.set(key, { ...view(b, 0, 4), uniform: true, value });
     }
     return this.uniforms.get(key);
   }
 
   vec4() {
-    return { ...view(this.device.createBuffer({ size: 16, usage: U().UNIFORM | U().COPY_DST }), 0, 16), uniform: true };
+    return { ...view(this.device.createBuffer({ size: 16, usage: ANY() }), 0, 16), uniform: true };
   }
 
   // A read-only view of `bytes` zero bytes (the bias of a bias-free matmul), shared.
@@ -57,37 +60,51 @@ export class Engine {
     return this.zeros.get(bytes);
   }
 
-  pipeline(twin) {
-    const key = twin;  // one pipeline per registry entry
-    if (!this.pipelines.has(key)) {
-      const code = twin.source ?? twinSource(twin);
-      if (!this.modules.has(code)) this.modules.set(code, this.device.createShaderModule({ code }));
-      const module = this.modules.get(code);
-      this.pipelines.set(key, this.device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: twin.entry } }));
-    }
-    return this.pipelines.get(key);
+  // A registry entry's scratch buffer, shared by every call with that name and size (calls run
+  // one after another) and cleared before each call that binds it.
+  scratchView(name, floats) {
+    const key = `${name}:${floats}`;
+    if (!this.scratch.has(key)) this.scratch.set(key, { ...view(this.storage(floats * 4), 0, floats * 4), scratch: true });
+    return this.scratch.get(key);
   }
 
-  // A binding where the view lies when its offset is aligned; otherwise a scratch copy that the
-  // step copies in before and back after the dispatch (the device's offset alignment may be 256).
-  resource(v, writable) {
-    if (v.offset % this.align === 0) return { buffer: v.buffer, offset: v.offset, size: v.size };
+  // A binding where the view lies when its offset suits the binding type; otherwise a scratch
+  // copy that the step copies in before and (when the kernel may write it) back after the call
+  // (the device's offset alignment may be 256).
+  resource(v, kind, stages) {
+    if (v.offset % (kind === 'uniform' ? this.uniformAlign : this.align) === 0) return { buffer: v.buffer, offset: v.offset, size: v.size };
     const scratch = this.storage(v.size);
-    this.staged.push([scratch, v, writable]);
-    return { buffer: scratch, offset: 0, size: v.size, stage: [scratch, v, writable] };
+    stages.push([scratch, v, kind === 'storage']);
+    return { buffer: scratch, offset: 0, size: v.size };
   }
 
-  // One dispatch of fixture kernel `name`: views and uniforms in the fixture's binding order,
-  // `params` the sizes its registry entry's dispatch reads. `tag` names the call.
-  kernel(name, bindings, params, tag = name) {
+  // One call of kernel `name`: `bindings` the views and uniforms in the kernel table's order
+  // (kernels.json, without scratch bindings; null where the replay binds nothing: the AdamW step
+  // number t), `params` sizes beyond the call's scalars that a registry's dispatch reads. The
+  // registry entry binds them by name. `tag` names the call.
+  kernel(name, bindings, params = {}, tag = name) {
     const twin = this.registry[name];
     if (!twin) throw new Error(`replay: no kernel ${name}`);
-    const pipeline = this.pipeline(twin);
-    const entries = bindings.map((v, binding) => ({ binding, resource: this.resource(v, true) }));
-    const stages = entries.map((e) => e.resource.stage).filter(Boolean);
-    for (const e of entries) delete e.resource.stage;
-    const group = this.device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries });
-    return { op: 'dispatch', name, tag, bindings, pipeline, group, groups: twin.dispatch(params), stages };
+    const kernel = kernelEntry(name);
+    const names = defaultNames(kernel);
+    if (bindings.length !== names.length) throw new Error(`replay: ${tag} gives ${bindings.length} bindings, ${name} has ${names.length}: ${names}`);
+    const views = Object.fromEntries(names.map((n, i) => [n, bindings[i]]));
+    const scalars = Object.fromEntries(names.filter((n) => views[n]?.value !== undefined).map((n) => [n, views[n].value]));
+    const all = { ...scalars, ...params };
+    const { slots, passes } = plan(this.device, twin, kernel, names.filter((n) => views[n]), all);
+    const bound = {}, clears = [];
+    for (const [n, slot] of slots) {
+      if (slot.scratch !== undefined) clears.push(bound[n] = this.scratchView(n, slot.scratch));
+      else if (views[n]) bound[n] = views[n];
+      else throw new Error(`replay: ${tag}: the registry binds ${n}, which the replay does not bind`);
+    }
+    const stages = [], resources = new Map();
+    bindGroups(this.device, passes, (n, kind) => {
+      const key = `${n}:${kind}`;
+      if (!resources.has(key)) resources.set(key, this.resource(bound[n], kind, stages));
+      return resources.get(key);
+    });
+    return { op: 'dispatch', name, tag, views, passes, stages, clears };
   }
 
   clear(v) {
@@ -108,13 +125,11 @@ export class Engine {
     const endPass = () => { if (pass) pass.end(); pass = null; };
     for (const o of ops) {
       if (o.op === 'dispatch') {
-        if (o.stages.length) endPass();
+        if (o.stages.length || o.clears.length) endPass();
+        for (const v of o.clears) enc.clearBuffer(v.buffer, v.offset, v.size);
         for (const [s, v] of o.stages) enc.copyBufferToBuffer(v.buffer, v.offset, s, 0, v.size);
         pass ??= enc.beginComputePass();
-        pass.setPipeline(o.pipeline);
-        pass.setBindGroup(0, o.group);
-        const [x, y = 1, z = 1] = o.groups;
-        pass.dispatchWorkgroups(x, y, z);
+        dispatch(pass, o.passes);
         if (o.stages.length) endPass();
         for (const [s, v, w] of o.stages) if (w) enc.copyBufferToBuffer(s, 0, v.buffer, v.offset, v.size);
       } else if (o.op === 'clear') {
@@ -136,6 +151,3 @@ export class Engine {
     return bytes.buffer;
   }
 }
-
-export const replayWgsl = new URL('../kernels/replay.wgsl', import.meta.url).pathname;
-export const replaySource = () => readFileSync(replayWgsl, 'utf8');

@@ -23,13 +23,14 @@ function rangeBindings(R, st, begin, size, hp, stats, eight) {
   const { E, bufs } = R;
   const fv = (b) => view(b, begin * 4, size * 4);
   if (!eight) {
-    const base = [fv(bufs.w), fv(bufs.g), fv(st.m), fv(st.v), stats, R.u(size), hp, st.bias];
+    // null: the step number t, which no GPU kernel binds (the host turns it into bias).
+    const base = [fv(bufs.w), fv(bufs.g), fv(st.m), fv(st.v), stats, R.u(size), hp, st.bias, null];
     return R.mixed ? [...base, view(bufs.w16, begin * 2, Math.ceil(size / 2) * 4)] : base;
   }
   const codes = (b) => view(b, begin, Math.ceil(size / 4) * 4);
   const first = begin === 0 ? 0 : st.firstScales;
   const scales = (b) => view(b, first * 4, blocks(size) * 4);
-  return [fv(bufs.w), fv(bufs.g), codes(st.mc), codes(st.vc), scales(st.ms), scales(st.vs), stats, R.u(size), hp, st.bias];
+  return [fv(bufs.w), fv(bufs.g), codes(st.mc), codes(st.vc), scales(st.ms), scales(st.vs), stats, R.u(size), hp, st.bias, null];
 }
 
 // {ops, stats (view of [grad_norm, clip]), setStep(t, lr)}.
