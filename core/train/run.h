@@ -97,7 +97,7 @@ class TrainRun {
  public:
   TrainRun(RunPlan plan, Comm& comm, const std::string& trace_path);
   Trainer& trainer() { return trainer_; }
-  const RunPlan& plan() const { return plan_; }
+  const RunPlan& plan() const { return plan_; }  // its data now the trainer's (trainer().data())
   RunLog& log() { return log_; }
   // The torn last line of the continued trace, left out (a run stopped while writing it), or 0.
   size_t dropped_trace_line() const { return dropped_line_; }
