@@ -7,6 +7,7 @@
 #include "apps/commands.h"
 #include "core/model/model.h"
 #include "core/train/config.h"
+#include "core/train/data_parallel.h"
 #include "core/train/trainer.h"
 
 namespace reftrain {
@@ -43,16 +44,17 @@ CommandRunner add_presets_command(CLI::App& app) {
     const Precision precisions[] = {Precision::kFp32, Precision::kMixed};
     for (const Preset& p : presets()) {
       const ModelConfig& m = p.model;
+      TrainConfig step = p.train;  // --grad-accum K per rank: N·K micro-batches a step
+      step.grad_accum = MicroBatches::of_ranks(step.grad_accum, n).total;
       const int F = m.arch == Arch::kLlama ? m.ffn : 4 * m.channels;
       std::printf("%-12s %-5s %3d %3d %4d %5d %5d %5d %3d %4d %10lld %7.2fM ", p.name.c_str(),
                   enum_name(m.arch), m.layers, m.heads, m.channels, F, m.max_seq, m.vocab,
-                  p.train.batch, p.train.seq, n * tokens_per_step(p.train),
+                  p.train.batch, p.train.seq, tokens_per_step(step),
                   double(param_layout(m).num_params()) / 1e6);
       for (Optimizer o : {Optimizer::kAdamW, Optimizer::kAdamW8bit}) {
         for (Precision prec : precisions) {
-          TrainConfig t = p.train;
+          TrainConfig t = step;
           t.precision = prec, t.optimizer = o;
-          t.grad_accum *= n;  // --grad-accum K per rank: N·K micro-batches a step
           const MemoryEstimate e = estimate_memory(m, t, n);
           std::printf(" %9.1f", double(e.total()) / (1 << 20));
         }

@@ -80,6 +80,17 @@ std::string json_text(const Json& j, int indent) {
   return out;
 }
 
+Json step_line(const StepRecord& r) {
+  Json j = {{"type", "step"}, {"step", r.step}, {"loss", json_float(r.loss)}};
+  if (r.z_loss) j["z_loss"] = json_float(*r.z_loss);
+  j["grad_norm"] = json_float(r.grad_norm);
+  j["clip"] = json_float(r.clip);
+  j["lr"] = json_float(r.lr);
+  if (r.ms) j["ms"] = std::round(*r.ms * 1000.0) / 1000.0;
+  if (r.skipped) j["skipped"] = true;
+  return j;
+}
+
 TraceWriter::TraceWriter(const std::string& path, const std::vector<Json>& head) : path_(path) {
   if (path.empty()) return;
   std::error_code ec;

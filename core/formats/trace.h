@@ -1,12 +1,14 @@
 // The training trace: JSONL, one JSON object per line. The first line describes the run
 // ({"type": "run", preset, every config value, seed, data source and hash, optimizer, build
-// flags, version}); then one {"type": "step", step, loss, lr, grad_norm, clip, ms} per step
-// (loss of step k is the forward loss before the k-th update), and {"type": "val", step,
-// val_loss} after each validation. Numbers are written so that they read back bit-exact.
+// flags, version}); then one {"type": "step", step, loss, grad_norm, clip, lr, ms} per step
+// (loss of step k is the forward loss before the k-th update; step_line writes it), and
+// {"type": "val", step, val_loss} after each validation. Numbers are written so that they read
+// back bit-exact.
 #pragma once
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +29,20 @@ std::string json_number(double x);
 // (0.00030197992 came out 0.00030197992000000003). JSON is UTF-8; a string that is not (a file
 // name in another encoding) gets U+FFFD in place of its bad bytes instead of a type_error.
 std::string json_text(const Json& j, int indent = -1);
+
+// What one step line says. `z_loss` and `ms` are each written only when set: the golden run's
+// trace has the z-loss part of the loss and no wall time (its bytes are a pure function of the
+// command line); `reftrain train`'s has the wall time.
+struct StepRecord {
+  int step;
+  float loss, grad_norm, clip, lr;
+  std::optional<float> z_loss;
+  std::optional<double> ms;
+  bool skipped = false;  // the loss was not finite and the update not applied
+};
+// {"type": "step", step, loss, z_loss, grad_norm, clip, lr, ms, skipped}, in that order (the
+// golden run's trace.jsonl fixes it), without the optional fields that are not set.
+Json step_line(const StepRecord& r);
 
 class TraceWriter {
  public:

@@ -11,6 +11,7 @@
 #include "core/formats/trace.h"
 #include "core/golden/compare.h"
 #include "core/model/model.h"
+#include "core/train/run.h"
 #include "core/train/run_config.h"
 #include "core/train/trainer.h"
 #include "optim/schedule.h"
@@ -207,77 +208,96 @@ void write_dump(const KernelDump& d, int step, const std::string& path) {
   write_safetensors(path, f);
 }
 
-// Step k of the run, recorded into a kernel-call dump when it is step `dump_step`.
-StepResult traced_step(Trainer& trainer, int k, int dump_step, const std::string& dir) {
-  if (k + 1 != dump_step) return trainer.step(k);
-  KernelDump dump;
-  trainer.model().set_dump(&dump), trainer.optimizer().set_dump(&dump);
-  const StepResult r = trainer.step(k);
-  trainer.model().set_dump(nullptr), trainer.optimizer().set_dump(nullptr);
-  write_dump(dump, dump_step,
-             (std::filesystem::path(dir) / ("step-" + std::to_string(dump_step) + ".safetensors"))
-                 .string());
-  return r;
-}
+// The golden run's part of each step: step `dump_step` recorded into a kernel-call dump, every
+// step's batch kept for batches.safetensors, the z-loss part of the loss in its trace line, and
+// step 1's debug state.
+class GoldenSteps : public RunObserver {
+ public:
+  GoldenSteps(const ModelConfig& model, const TrainConfig& train, int dump_step, std::string dir,
+              std::vector<float> w0)
+      : model_(model),
+        train_(train),
+        dump_step_(dump_step),
+        dir_(std::move(dir)),
+        w0_(std::move(w0)),
+        inputs_(size_t(train.steps) * batch_size()),
+        targets_(inputs_.size()) {}
 
-Json step_line(const StepResult& r, double z_part) {
-  return {{"type", "step"},
-          {"step", r.step},
-          {"loss", json_float(r.loss)},
-          {"z_loss", json_float(float(z_part))},
-          {"grad_norm", json_float(r.grad_norm)},
-          {"clip", json_float(r.clip)},
-          {"lr", json_float(r.lr)}};
-}
+  StepResult step(Trainer& trainer, int k) override {
+    if (k + 1 != dump_step_) return trainer.step(k);
+    KernelDump dump;
+    trainer.model().set_dump(&dump), trainer.optimizer().set_dump(&dump);
+    const StepResult r = trainer.step(k);
+    trainer.model().set_dump(nullptr), trainer.optimizer().set_dump(nullptr);
+    write_dump(dump, dump_step_, file("step-" + std::to_string(dump_step_) + ".safetensors"));
+    return r;
+  }
+
+  void stepped(Trainer& trainer, const StepResult& r, StepRecord& line) override {
+    if (!std::isfinite(r.loss)) {
+      throw input_error("golden run: loss is not finite at step " + std::to_string(r.step));
+    }
+    const size_t BT = batch_size(), k = size_t(r.step - 1);
+    std::copy(trainer.batch_inputs().begin(), trainer.batch_inputs().end(), &inputs_[k * BT]);
+    std::copy(trainer.batch_targets().begin(), trainer.batch_targets().end(), &targets_[k * BT]);
+    line.z_loss = float(z_loss_part(trainer.model().logits(), int(BT), model_.vocab,
+                                    model_.padded_vocab, train_.z_loss));
+    if (k == 0) write_debug_state(model_, w0_, trainer, r.loss, file("debug_state.safetensors"));
+  }
+
+  void write_batches() const {
+    const int B = train_.batch, T = train_.seq, S = train_.steps;
+    SafetensorsFile batches;
+    batches.add("inputs", DType::kI32, shape64({S, B, T}), inputs_.data());
+    batches.add("targets", DType::kI32, shape64({S, B, T}), targets_.data());
+    batches.metadata["format"] = "reftrain-golden-batches";
+    batches.metadata["note"] = "step k+1 reads inputs[k] and targets[k] ([B,T] each)";
+    write_safetensors(file("batches.safetensors"), batches);
+  }
+
+  std::string file(const std::string& name) const {
+    return (std::filesystem::path(dir_) / name).string();
+  }
+
+ private:
+  size_t batch_size() const { return size_t(train_.batch) * size_t(train_.seq); }
+  const ModelConfig& model_;
+  const TrainConfig& train_;
+  int dump_step_;
+  std::string dir_;
+  std::vector<float> w0_;
+  std::vector<int32_t> inputs_, targets_;
+};
 
 }  // namespace
 
 void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset data,
                       const std::string& out_dir, int dump_step) {
-  namespace fs = std::filesystem;
   create_output_dir(out_dir);
-  const auto file = [&](const char* name) { return (fs::path(out_dir) / name).string(); };
-
   Trainer trainer(preset.model, train, std::move(data));
+  const Model& model = trainer.model();
+  GoldenSteps golden(preset.model, train, dump_step, out_dir,
+                     std::vector<float>(model.weights(), model.weights() + model.layout().total()));
   const std::string init = "normal(0.02) from seed " + std::to_string(train.seed);
-  write_json(file("config.json"), golden_config(trainer, preset, init));
-  write_json(file("build.json"), {{"version", REFTRAIN_VERSION},
-                                  {"build", REFTRAIN_BUILD_FLAGS},
-                                  {"simd", trainer.describe(preset.name, init).at("simd")}});
-  write_init(trainer.model(), file("init.safetensors"));
-  const std::vector<float> w0(trainer.model().weights(),
-                              trainer.model().weights() + trainer.model().layout().total());
-
-  const int B = train.batch, T = train.seq, S = train.steps;
-  const size_t BT = size_t(B) * T;
-  std::vector<int32_t> inputs(size_t(S) * BT), targets(size_t(S) * BT);
-  TraceWriter trace(file("trace.jsonl"), {});
-  trace.write({{"type", "run"},
-               {"format", "reftrain-golden-trace"},
-               {"preset", preset.name},
-               {"arch", enum_name(preset.model.arch)},
-               {"precision", enum_name(train.precision)},
-               {"optimizer", enum_name(train.optimizer)},
-               {"steps", S},
-               {"seed", train.seed}});
-  for (int k = 0; k < S; ++k) {
-    const StepResult r = traced_step(trainer, k, dump_step, out_dir);
-    if (!std::isfinite(r.loss)) {
-      throw input_error("golden run: loss is not finite at step " + std::to_string(r.step));
-    }
-    std::copy(trainer.batch_inputs().begin(), trainer.batch_inputs().end(), &inputs[k * BT]);
-    std::copy(trainer.batch_targets().begin(), trainer.batch_targets().end(), &targets[k * BT]);
-    const ModelConfig& m = preset.model;
-    trace.write(step_line(
-        r, z_loss_part(trainer.model().logits(), int(BT), m.vocab, m.padded_vocab, train.z_loss)));
-    if (k == 0) write_debug_state(m, w0, trainer, r.loss, file("debug_state.safetensors"));
-  }
-  SafetensorsFile batches;
-  batches.add("inputs", DType::kI32, shape64({S, B, T}), inputs.data());
-  batches.add("targets", DType::kI32, shape64({S, B, T}), targets.data());
-  batches.metadata["format"] = "reftrain-golden-batches";
-  batches.metadata["note"] = "step k+1 reads inputs[k] and targets[k] ([B,T] each)";
-  write_safetensors(file("batches.safetensors"), batches);
+  write_json(golden.file("config.json"), golden_config(trainer, preset, init));
+  write_json(golden.file("build.json"), {{"version", REFTRAIN_VERSION},
+                                         {"build", REFTRAIN_BUILD_FLAGS},
+                                         {"simd", trainer.describe(preset.name, init).at("simd")}});
+  write_init(model, golden.file("init.safetensors"));
+  RunLog log(golden.file("trace.jsonl"), {});
+  log.write({{"type", "run"},
+             {"format", "reftrain-golden-trace"},
+             {"preset", preset.name},
+             {"arch", enum_name(preset.model.arch)},
+             {"precision", enum_name(train.precision)},
+             {"optimizer", enum_name(train.optimizer)},
+             {"steps", train.steps},
+             {"seed", train.seed}});
+  // No validation, and no wall time in the trace: every file is a pure function of the flags.
+  LoopOptions steps;
+  steps.stop = train.steps, steps.validate = false, steps.timed = false;
+  run_loop(trainer, log, golden, steps);
+  golden.write_batches();
 }
 
 }  // namespace reftrain

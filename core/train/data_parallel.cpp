@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
+#include "core/base/error.h"
 #include "optim/adamw8bit.h"
 #include "optim/grad_accum.h"
 #include "optim/kernel_table.h"
@@ -30,6 +32,20 @@ Part part_of(const Shard& s) {
   return {s.begin * sizeof(T), s.size() * sizeof(T)};
 }
 }  // namespace
+
+MicroBatches MicroBatches::of_ranks(int per_rank, int ranks) {
+  return {per_rank * ranks, ranks};
+}
+
+MicroBatches MicroBatches::split(int total, int ranks) {
+  if (total % ranks != 0) {
+    throw usage_error("the checkpoint's steps have " + std::to_string(total) +
+                      " micro-batches, which " + std::to_string(ranks) +
+                      " ranks cannot share evenly; resume on a number of ranks that divides " +
+                      std::to_string(total));
+  }
+  return {total, ranks};
+}
 
 DataParallel::DataParallel(Comm& comm, size_t wd_end, size_t total)
     : comm_(comm), wd_end_(wd_end), total_(total) {

@@ -23,6 +23,19 @@
 
 namespace reftrain {
 
+// How N ranks share a step's M micro-batches (TrainConfig::grad_accum): K = M/N each, in rounds.
+// --grad-accum K is per rank, so the command line asks for M = N·K; only a checkpoint resumed on
+// another number of ranks can ask for an M that N does not divide.
+struct MicroBatches {
+  int total = 1;  // M
+  int ranks = 1;  // N
+  int per_rank() const { return total / ranks; }
+  // N ranks accumulating K micro-batches each.
+  static MicroBatches of_ranks(int per_rank, int ranks);
+  // M micro-batches on N ranks; a one-line usage error when N does not divide M.
+  static MicroBatches split(int total, int ranks);
+};
+
 class DataParallel {
  public:
   // The shards of a mega-buffer of `total` floats whose first `wd_end` decay, over comm's ranks

@@ -67,6 +67,7 @@ void check_memory(const MemoryEstimate& need, const MemoryLimit& limit, const st
 
 Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data, Comm& comm)
     : train_(train),
+      micro_batches_(MicroBatches::split(train.grad_accum, comm.size())),
       comm_(comm),
       data_(checked(std::move(data), model, train)),
       model_(make_model(model, model_options(train))),
@@ -82,9 +83,6 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
                    RngStream::kValData),
       schedule_(lr_schedule(train)),
       grad_sum_(train.grad_accum > 1 && comm.size() == 1 ? model_->layout().total() : 0) {
-  if (train.grad_accum % comm.size() != 0) {
-    throw std::logic_error("Trainer: the ranks do not divide the step's micro-batches");
-  }
   if (comm.size() > 1) {
     dp_ = std::make_unique<DataParallel>(comm, model_->layout().wd_end(), model_->layout().total());
   }
@@ -135,8 +133,8 @@ float Trainer::accumulate_micro_batches(int k) {
 // gradients in micro-batch order. Every rank sees every loss, so all skip a non-finite step
 // together, at the micro-batch where one process would have stopped, with its loss.
 float Trainer::data_parallel_micro_batches(int k) {
-  const int B = train_.batch, T = train_.seq, M = train_.grad_accum;
-  const int N = comm_.size(), K = M / N;
+  const int B = train_.batch, T = train_.seq, M = micro_batches_.total;
+  const int N = micro_batches_.ranks, K = micro_batches_.per_rank();
   std::vector<float> losses;  // micro-batch order
   for (int j = 0; j < K; ++j) {
     const uint64_t index = uint64_t(k) * uint64_t(M) + uint64_t(j) * N + uint64_t(comm_.rank());

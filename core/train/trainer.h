@@ -1,6 +1,6 @@
 // One training run: the model, its optimizer state, the data samplers, and the step that ties
-// forward, backward, clipping and AdamW together (the GPU pipeline's order). The command line
-// (apps/) drives it and does the printing.
+// forward, backward, clipping and AdamW together (the GPU pipeline's order). The run's loop
+// (core/train/run.h) drives it; the command line (apps/) does the printing.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +63,8 @@ class Trainer {
  public:
   // Takes ownership of the data; checks token ids against the vocabulary and that each split
   // fills a batch. Weights start from init_weights(train.seed). With several ranks in `comm`,
-  // each step's train.grad_accum micro-batches are spread over them (data_parallel.h), which
-  // must divide it; the optimizer state is this rank's shard.
+  // each step's train.grad_accum micro-batches are spread over them (MicroBatches::split:
+  // a usage error when they cannot be); the optimizer state is this rank's shard.
   Trainer(const ModelConfig& model, const TrainConfig& train, Dataset data,
           Comm& comm = Comm::self());
 
@@ -110,6 +110,7 @@ class Trainer {
 
  private:
   TrainConfig train_;
+  MicroBatches micro_batches_;  // checked before anything large is allocated
   Comm& comm_;
   Dataset data_;
   std::unique_ptr<Model> model_;

@@ -38,6 +38,19 @@ TEST(Trace, WrittenTraceReadsBackBitExact) {
   EXPECT_EQ(t.other.size(), 1u);
 }
 
+// One writer for both traces: the golden run's fields (with the z-loss part, no wall time) in
+// the order its pinned trace.jsonl has, and `train`'s (wall time, a skipped step) in the same.
+TEST(Trace, StepLinesOfBothTracesComeFromOneWriter) {
+  StepRecord golden{1, 5.578825f, 1.0583502f, 0.94486684f, 3e-4f, 0.003082594f, {}};
+  EXPECT_EQ(json_text(step_line(golden)),
+            R"({"type":"step","step":1,"loss":5.578825,"z_loss":0.003082594,)"
+            R"("grad_norm":1.0583502,"clip":0.94486684,"lr":0.0003})");
+  StepRecord train{2, kNaN, kNaN, kNaN, 3e-4f, {}, 12.34567, true};
+  EXPECT_EQ(json_text(step_line(train)),
+            R"({"type":"step","step":2,"loss":null,"grad_norm":null,"clip":null,"lr":0.0003,)"
+            R"("ms":12.346,"skipped":true})");
+}
+
 TEST(Trace, MalformedFilesAreInputErrorsNamingTheLine) {
   TempDir dir;
   const std::string run = "{\"type\":\"run\"}\n";

@@ -17,6 +17,7 @@
 #include "core/model/model.h"
 #include "core/train/checkpoint.h"
 #include "core/train/config.h"
+#include "core/train/data_parallel.h"
 #include "optim/adamw8bit.h"
 #include "optim/optimizer.h"
 #include "optim/zero_shard.h"
@@ -37,6 +38,22 @@ bool on_block_boundary(size_t i, size_t wd_end, size_t total) {
 
 // The state shards tile the buffer in rank order, each starting on an 8-bit block boundary; the
 // norm chunks are dealt out whole and in order; each window holds its shard and its chunks.
+// --grad-accum K on N ranks is N·K micro-batches a step; a step of M shares out only when N
+// divides M, and otherwise one line says so (what a checkpoint resumed on 3 ranks meets).
+TEST(MicroBatches, RanksTimesPerRankAndBack) {
+  const MicroBatches m = MicroBatches::of_ranks(3, 4);
+  EXPECT_EQ(m.total, 12);
+  EXPECT_EQ(MicroBatches::split(12, 4).per_rank(), 3);
+  try {
+    MicroBatches::split(2, 3);
+    FAIL() << "3 ranks shared 2 micro-batches";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "the checkpoint's steps have 2 micro-batches, which 3 ranks cannot share evenly; "
+              "resume on a number of ranks that divides 2");
+  }
+}
+
 TEST(ZeroShard, ShardsTileTheBufferOnBlockBoundaries) {
   std::vector<std::pair<size_t, size_t>> buffers = {{1000, 1300}, {256, 512}, {48, 64}};
   for (const char* preset : {"tiny", "llama-tiny", "baby"}) {
