@@ -32,6 +32,7 @@
 #include "core/train/data.h"
 #include "core/train/run.h"
 #include "core/train/trainer.h"
+#include "optim/kernel_table.h"
 
 namespace reftrain {
 
@@ -52,18 +53,20 @@ struct TrainArgs {
   bool has(const char* flag) const { return given.at(flag)->count() > 0; }
 };
 
-// --kernels reference runs the naive matmul and the materialised attention (the references of
-// the two families with run-time variants); a flag asking for another is a usage error.
+// --kernels reference runs the reference table, variants included (optim/kernel_table.h): a
+// flag asking for another variant is a usage error naming the flag, and the preset's or the
+// checkpoint's variants give way to the table's.
 void require_reference_kernels(const TrainArgs& a, TrainConfig& t) {
+  const KernelTable ref = reference_kernels();
   const auto conflict = [&a](const char* flag, const std::string& value, const char* needs) {
     if (a.has(flag) && value != needs) {
       throw usage_error(std::string(flag) + " " + value + " conflicts with --kernels reference, " +
                         "which runs " + flag + " " + needs + "; leave " + flag + " out");
     }
   };
-  conflict("--matmul", enum_name(t.matmul), "naive");
-  conflict("--attention", enum_name(t.attention), "materialised");
-  t.matmul = MatmulKind::kNaive, t.attention = AttentionKind::kMaterialised;
+  conflict("--matmul", enum_name(t.matmul), enum_name(ref.matmul));
+  conflict("--attention", enum_name(t.attention), enum_name(ref.attention));
+  t.matmul = ref.matmul, t.attention = ref.attention;
 }
 
 // Applies every option the user gave over the preset's values or the checkpoint's (grad_accum

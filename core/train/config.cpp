@@ -1,8 +1,11 @@
 #include "core/train/config.h"
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "core/base/error.h"
+#include "optim/kernel_table.h"
 
 namespace reftrain {
 
@@ -153,9 +156,10 @@ void validate(const ModelConfig& m, const TrainConfig& t) {
   if (!(t.clip >= 0) || !std::isfinite(t.clip)) throw usage_error("--clip must be ≥ 0 (0 = off)");
   if (t.warmup < 0) throw usage_error("--warmup must be ≥ 0");
   if (t.val_every < 0) throw usage_error("--val-every must be ≥ 0");
-  if (t.kernels == Kernels::kReference &&
-      (t.matmul != MatmulKind::kNaive || t.attention != AttentionKind::kMaterialised)) {
-    throw usage_error("--kernels reference runs --matmul naive and --attention materialised");
+  try {
+    kernel_table(t.kernels, t.matmul, t.attention);  // the one place the column's rule lives
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(std::string("--kernels ") + enum_name(t.kernels) + ": " + e.what());
   }
 }
 
