@@ -25,8 +25,8 @@
 namespace reftrain::adamw_core {
 
 // GCC 12 reports the _mm512_undefined_* pass-through operand of unmasked AVX-512 intrinsics
-// (vsqrtps, vmaxps, vminps, vcvtps2ph, ...) as maybe-uninitialized after inlining; a false
-// positive (the all-ones mask writes every lane), silenced for these kernels only.
+// (vsqrtps, behind xsimd::sqrt) as maybe-uninitialized after inlining; a false positive (the
+// all-ones mask writes every lane), silenced for these kernels only.
 #pragma GCC diagnostic push
 #ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"

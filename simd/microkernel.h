@@ -46,7 +46,7 @@ struct Transposed {
 // What each ISA adds, with the same names in each file:
 //   in_register(Batch&)                   keeps a loaded vector in a register (an asm constraint)
 //   interleave_in_registers<T, MR>(...)   the matmul's A packing through register transposes
-//   transpose_in_registers<T>(...)        the matmul's transposed-B packing, likewise
+//   transpose_in_registers<NR>(...)       the matmul's transposed-B packing, likewise
 //   gemv_transposed(GemvRows, threads)    one row against a transposed B, or false: no kernel
 #if defined(__x86_64__)
 #include "simd/microkernel_x86.h"
