@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "ops/attention.h"
-#include "ops/microkernel.h"
 #include "simd/math.h"
+#include "simd/microkernel.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -35,7 +35,7 @@ int round_up(int n, int m) {
 // started from C (kLoad) or from 0: lanes are independent, so no blocking, vector width or
 // thread count changes a bit. Blocks of MR rows × NV vectors keep their accumulators in
 // registers (half the register file: 16 on AVX-512 and NEON, 8 on AVX2; on AVX-512, 12 and 24
-// measured slower): the register micro-kernel of the blocked matmul (ops/microkernel.h), fed from
+// measured slower): the register micro-kernel of the blocked matmul (simd/microkernel.h), fed from
 // the packed head rows in place (B unaligned in general, no bias).
 
 template <typename T, int NV, bool kLoad>
@@ -45,12 +45,12 @@ void gemm_rows(T* c, size_t ldc, const T* a, size_t as, size_t ap, const T* b, s
   constexpr int MR = kAcc / NV;
   int m = 0;
   for (; m + MR <= M; m += MR) {
-    microkernel::run<T, MR, NV, false>({c + m * ldc, ldc, a + m * as, as, ap, b, ldb}, P, kLoad,
-                                       nullptr);
+    simd::microkernel::run<T, MR, NV, false>({c + m * ldc, ldc, a + m * as, as, ap, b, ldb}, P,
+                                             kLoad, nullptr);
   }
   for (; m < M; ++m) {
-    microkernel::run<T, 1, NV, false>({c + m * ldc, ldc, a + m * as, as, ap, b, ldb}, P, kLoad,
-                                      nullptr);
+    simd::microkernel::run<T, 1, NV, false>({c + m * ldc, ldc, a + m * as, as, ap, b, ldb}, P,
+                                            kLoad, nullptr);
   }
 }
 

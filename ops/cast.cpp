@@ -3,10 +3,7 @@
 #include <cstring>
 
 #include "ops/kernel_record.h"
-
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
+#include "simd/f16.h"
 
 namespace reftrain {
 
@@ -28,7 +25,7 @@ constexpr uint32_t kF32HalfMinSub16 = 0x33000000;  // 2^-25, half the smallest s
 constexpr uint16_t kF16Max = 0x7BFF;
 constexpr uint16_t kF16QuietNaN = 0x7E00;
 
-// Elements per OpenMP block: 16 KiB of f32, a multiple of the 8 F16C lanes.
+// Elements per OpenMP block: 16 KiB of f32, a multiple of simd::kF16Lanes (8 or 4).
 constexpr size_t kBlock = 4096;
 
 }  // namespace
@@ -90,43 +87,17 @@ void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
   }
 }
 
-// The fast casts: the same block loop on every ISA, over kCastLanes elements per instruction.
-//   F16C: 8 lanes (vcvtps2ph / vcvtph2ps). NEON: 4 lanes (fcvtn / fcvtl, round-to-nearest-even
-//   under Linux's and macOS's default FPCR). Elsewhere: the reference's integer path, 1 lane.
-// The clamp before the narrowing keeps a NaN a NaN on both: x86's max_ps/min_ps return their
-// SECOND operand when either is NaN (so x goes second), NEON's fmax/fmin return the NaN itself.
+// The fast casts: the same block loop on every ISA, over kCastLanes elements per instruction
+// (simd/f16.h: F16C's 8 lanes on x86, NEON's 4 on aarch64).
 namespace {
 
-#if defined(__F16C__)
-constexpr size_t kCastLanes = 8;
+constexpr size_t kCastLanes = simd::kF16Lanes;
 void to_f16_lanes(f16* dst, const float* src) {
-  const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
-  const __m256 clamped = _mm256_min_ps(hi, _mm256_max_ps(lo, _mm256_loadu_ps(src)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
-                   _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT));
+  simd::narrow_f16_lanes(dst, simd::load_f32_lanes(src));
 }
 void to_f32_lanes(float* dst, const f16* src) {
-  _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src))));
+  simd::store_f32_lanes(dst, simd::widen_f16_lanes(src));
 }
-#elif defined(__aarch64__)
-constexpr size_t kCastLanes = 4;
-void to_f16_lanes(f16* dst, const float* src) {
-  store_f16x4(dst, vld1q_f32(src));
-}
-void to_f32_lanes(float* dst, const f16* src) {
-  float16x4_t h;
-  std::memcpy(&h, src, sizeof h);
-  vst1q_f32(dst, vcvt_f32_f16(h));
-}
-#else
-constexpr size_t kCastLanes = 1;
-void to_f16_lanes(f16* dst, const float* src) {
-  *dst = f16_of(f32_to_f16_bits(*src));
-}
-void to_f32_lanes(float* dst, const f16* src) {
-  *dst = f16_bits_to_f32(bits_of(*src));
-}
-#endif
 
 // dst[i] = lanes(src[i]) for i < n, threaded over blocks; the last < kCastLanes elements of a
 // block go through the same instructions on a zero-padded copy.

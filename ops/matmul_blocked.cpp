@@ -8,7 +8,7 @@
 //       for ir: MR rows                  (op(A) micro-panel kc×MR packed: stays in L1)
 //         for jr: NR columns             (one tile of C: the kernel below)
 //
-// The kernel of `blocked` (the register micro-kernel of ops/microkernel.h, which the fused
+// The kernel of `blocked` (the register micro-kernel of simd/microkernel.h, which the fused
 // attention's tile products share) holds an MR×NR tile of C in MR·NV SIMD accumulators for the
 // whole K block: per k it loads NV vectors of the B micro-panel and broadcasts MR values of A, then
 // does MR·NV fused multiply-adds. `tiled` runs the same loop nest with one accumulator at a time
@@ -26,12 +26,9 @@
 
 #include "ops/cast.h"
 #include "ops/matmul_kernels.h"
-#include "ops/microkernel.h"
+#include "simd/f16.h"
+#include "simd/microkernel.h"
 #include "simd/simd.h"
-
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
 
 namespace reftrain::matmul_detail {
 
@@ -91,70 +88,26 @@ void widen_copy(T* dst, const BT* src, int n) {
   if constexpr (std::is_same_v<T, BT>) {
     std::memcpy(dst, src, sizeof(T) * size_t(n));
   } else {
-    int i = 0;
-#ifdef __F16C__
     static_assert(std::is_same_v<T, float>, "f16 widens to float");
-    for (; i + 8 <= n; i += 8) {
-      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-    }
-#endif
+    constexpr int L = int(simd::kF16Lanes);
+    int i = 0;
+    for (; i + L <= n; i += L) simd::store_f32_lanes(dst + i, simd::widen_f16_lanes(src + i));
     for (; i < n; ++i) dst[i] = static_cast<T>(src[i]);
   }
 }
 
-#if defined(__AVX__) && defined(__F16C__)
-// 8 consecutive elements as floats (f16 widened exactly).
-inline __m256 load8(const float* p) {
-  return _mm256_loadu_ps(p);
-}
-inline __m256 load8(const f16* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// r[k] = column k of the 8×8 matrix whose rows are r[0..7].
-inline void transpose8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int k = 0; k < 8; k += 2) {
-    t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-    t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-  }
-  for (int k = 0; k < 8; k += 4) {
-    u[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[k] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x20);
-    r[k + 4] = _mm256_permute2f128_ps(u[k], u[k + 4], 0x31);
-  }
-}
-#endif
-
 // One micro-panel of a transposed op(B) (the weight [N,K] read as K×N):
-// panel[p·NR + jj] = b[(jb + jj)·ldb + p0 + p] for p < kc, jj < w. Whole 8×8 blocks go through
-// registers (8 row loads, a transpose, 8 row stores); the rest element by element.
+// panel[p·NR + jj] = b[(jb + jj)·ldb + p0 + p] for p < kc, jj < w. The ISA's register transposes
+// fill what they can (simd/microkernel.h); the rest element by element.
 template <typename T, typename BT>
 void pack_b_transposed(T* panel, const Gemm<T, BT>& g, int p0, int kc, int jb, int w) {
   constexpr int NR = Blocking<T>::kNR;
-  int p8 = 0, j8 = 0;
-#if defined(__AVX__) && defined(__F16C__)
-  if constexpr (std::is_same_v<T, float>) {
-    p8 = kc / 8 * 8, j8 = w / 8 * 8;
-    for (int p = 0; p < p8; p += 8) {
-      for (int jj = 0; jj < j8; jj += 8) {
-        __m256 r[8];
-        for (int k = 0; k < 8; ++k) r[k] = load8(g.b + size_t(jb + jj + k) * g.ldb + p0 + p);
-        transpose8(r);
-        for (int k = 0; k < 8; ++k) _mm256_store_ps(panel + (p + k) * NR + jj, r[k]);
-      }
-    }
-  }
-#endif
+  const BT* rows = g.b + size_t(jb) * g.ldb + p0;
+  const simd::microkernel::Transposed done =
+      simd::microkernel::transpose_in_registers<NR>(panel, rows, g.ldb, kc, w);
   for (int jj = 0; jj < w; ++jj) {
-    const BT* src = g.b + size_t(jb + jj) * g.ldb + p0;
-    for (int p = jj < j8 ? p8 : 0; p < kc; ++p) panel[p * NR + jj] = static_cast<T>(src[p]);
+    const BT* src = rows + size_t(jj) * g.ldb;
+    for (int p = jj < done.j ? done.p : 0; p < kc; ++p) panel[p * NR + jj] = static_cast<T>(src[p]);
   }
 }
 
@@ -192,18 +145,7 @@ void pack_a(T* ap, const Gemm<T, BT>& g, int i0, int rows, int p0, int kc) {
   if (rows == MR) {
     const T* src[MR];
     for (int ii = 0; ii < MR; ++ii) src[ii] = g.a + size_t(i0 + ii) * g.lda + p0;
-    int p = 0;
-#if defined(__SSE__)
-    if constexpr (std::is_same_v<T, float> && MR == 4) {  // 4×4 blocks through registers
-      for (; p + 4 <= kc; p += 4) {
-        __m128 r0 = _mm_loadu_ps(src[0] + p), r1 = _mm_loadu_ps(src[1] + p);
-        __m128 r2 = _mm_loadu_ps(src[2] + p), r3 = _mm_loadu_ps(src[3] + p);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_store_ps(ap + p * 4, r0), _mm_store_ps(ap + p * 4 + 4, r1);
-        _mm_store_ps(ap + p * 4 + 8, r2), _mm_store_ps(ap + p * 4 + 12, r3);
-      }
-    }
-#endif
+    int p = simd::microkernel::interleave_in_registers<T, MR>(ap, src, kc);
     for (; p < kc; ++p) {
 #pragma GCC unroll 8
       for (int ii = 0; ii < MR; ++ii) ap[p * MR + ii] = src[ii][p];
@@ -219,12 +161,12 @@ void pack_a(T* ap, const Gemm<T, BT>& g, int i0, int rows, int p0, int kc) {
 
 // The blocked kernel: C[0..MR, 0..NR) (row stride ldc) = (load_c ? C : 0) + Σ_p a(·,p)·b(p,·),
 // then + bias when given. ap: an A micro-panel (kc × MR), bp: a B micro-panel (kc × NR, aligned).
-// One MR×NV register tile of the shared micro-kernel (ops/microkernel.h).
+// One MR×NV register tile of the shared micro-kernel (simd/microkernel.h).
 template <typename T>
 struct RegisterBlock {
   static void run(int kc, const T* ap, const T* bp, T* c, size_t ldc, bool load_c, const T* bias) {
     constexpr int MR = Blocking<T>::kMR, NV = Blocking<T>::kNV, NR = Blocking<T>::kNR;
-    microkernel::run<T, MR, NV, true>({c, ldc, ap, 1, MR, bp, NR}, kc, load_c, bias);
+    simd::microkernel::run<T, MR, NV, true>({c, ldc, ap, 1, MR, bp, NR}, kc, load_c, bias);
   }
 };
 
@@ -237,8 +179,8 @@ struct OneVector {
     constexpr int L = Blocking<T>::kLanes, MR = Blocking<T>::kMR, NR = Blocking<T>::kNR;
     for (int i = 0; i < MR; ++i) {
       for (int j = 0; j < NR; j += L) {
-        microkernel::run<T, 1, 1, true>({c + i * ldc + j, ldc, ap + i, 1, MR, bp + j, NR}, kc,
-                                        load_c, bias ? bias + j : nullptr);
+        simd::microkernel::run<T, 1, 1, true>({c + i * ldc + j, ldc, ap + i, 1, MR, bp + j, NR}, kc,
+                                              load_c, bias ? bias + j : nullptr);
       }
     }
   }
@@ -330,104 +272,21 @@ Range part(int units, int parts, int k, int unit, int n) {
   return {std::min(n, b * unit), std::min(n, e * unit)};
 }
 
-// ---------------------------------------------------------------------------------------------
-// One row against a transposed B: c[j] = (accumulate ? c[j] : 0) + Σ_p a[p]·B(p, j) (+ bias[j]),
-// B(p, j) = b[j·ldb + p] (the linear forward of one token, each decoding step of text
-// generation). The loop nest would pack all of B to use each element once, which costs as much
-// as the product; here each thread reads its rows of the weight directly: 8 rows × 8 p through
-// registers (pack_b_transposed's 8×8 transpose), then 8 FMA steps into one vector whose lane jj
-// is output j + jj, 4 such vectors at once to hide the FMA latency (the FMAs still run in
-// ascending p: the 16 p of a step go through the two transposes in order). Each output is still one
-// FMA chain over p in ascending order, the bias added after it: the blocked product's bits.
-#if defined(__AVX__) && defined(__F16C__) && defined(__FMA__)
-constexpr int kGemvRows = 32;  // outputs per unit of work: 4 vectors of 8
-
-// Outputs j0..j0+8·G-1. Per step, 16 p of each row (a whole cache line of f32 weights) as two
-// 8×8 transposes, with the next step's lines prefetched: 8·G row streams at once.
-template <int G, typename BT>
-void gemv_block(const Gemm<float, BT>& g, int j0) {
-  __m256 acc[G];
-#pragma GCC unroll 4
-  for (int q = 0; q < G; ++q) {
-    acc[q] = g.accumulate ? _mm256_loadu_ps(g.c + j0 + 8 * q) : _mm256_setzero_ps();
-  }
-  const BT* rows = g.b + size_t(j0) * g.ldb;
-  int p = 0;
-  for (; p + 16 <= g.K; p += 16) {
-    __m256 a[16];
-#pragma GCC unroll 16
-    for (int k = 0; k < 16; ++k) a[k] = _mm256_set1_ps(g.a[p + k]);
-#pragma GCC unroll 4
-    for (int q = 0; q < G; ++q) {
-#pragma GCC unroll 2
-      for (int half = 0; half < 16; half += 8) {
-        __m256 r[8];
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) {
-          const BT* row = rows + size_t(8 * q + k) * g.ldb + p;
-          if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(row + 64), _MM_HINT_T0);
-          r[k] = load8(row + half);
-        }
-        transpose8(r);  // r[k]: B(p + half + k, j0 + 8q ..)
-#pragma GCC unroll 8
-        for (int k = 0; k < 8; ++k) acc[q] = _mm256_fmadd_ps(a[half + k], r[k], acc[q]);
-      }
-    }
-  }
-  for (; p < g.K; ++p) {
-#pragma GCC unroll 4
-    for (int q = 0; q < G; ++q) {
-      alignas(32) float col[8];
-      for (int k = 0; k < 8; ++k) col[k] = static_cast<float>(rows[size_t(8 * q + k) * g.ldb + p]);
-      acc[q] = _mm256_fmadd_ps(_mm256_set1_ps(g.a[p]), _mm256_load_ps(col), acc[q]);
-    }
-  }
-#pragma GCC unroll 4
-  for (int q = 0; q < G; ++q) {
-    const __m256 r = g.bias ? _mm256_add_ps(acc[q], _mm256_loadu_ps(g.bias + j0 + 8 * q)) : acc[q];
-    _mm256_storeu_ps(g.c + j0 + 8 * q, r);
-  }
-}
-
-// Outputs j0..j1-1 (fewer than kGemvRows): whole vectors of 8, then one output at a time.
-template <typename BT>
-void gemv_tail(const Gemm<float, BT>& g, int j0, int j1) {
-  for (; j0 + 8 <= j1; j0 += 8) gemv_block<1>(g, j0);
-  for (; j0 < j1; ++j0) {
-    float acc = g.accumulate ? g.c[j0] : 0.0f;
-    const BT* row = g.b + size_t(j0) * g.ldb;
-    for (int p = 0; p < g.K; ++p) acc = std::fma(g.a[p], static_cast<float>(row[p]), acc);
-    g.c[j0] = g.bias ? acc + g.bias[j0] : acc;
-  }
-}
-
-// Runs the product when it is one row against a transposed B in float; false otherwise.
+// One row against a transposed B in float (the linear forward of one token, each decoding step
+// of text generation): the ISA's gemv kernel (simd/microkernel.h), whose outputs are each one FMA
+// chain over p in ascending order, the bias added after it: the blocked product's bits. False
+// when the product has another shape or type, or the ISA has no such kernel.
 template <typename T, typename BT>
 bool gemv_transposed(const Gemm<T, BT>& g, int threads) {
   if constexpr (!std::is_same_v<T, float>) {
     return false;
   } else {
     if (g.M != 1 || g.ta != Trans::kNo || g.tb != Trans::kYes) return false;
-    const int units = (g.N + kGemvRows - 1) / kGemvRows;
-    threads = std::max(1, std::min({threads, omp_get_max_threads(), units}));
-#pragma omp parallel for schedule(static) num_threads(threads)
-    for (int u = 0; u < units; ++u) {
-      const int j0 = u * kGemvRows;
-      if (j0 + kGemvRows <= g.N) {
-        gemv_block<kGemvRows / 8>(g, j0);
-      } else {
-        gemv_tail(g, j0, g.N);
-      }
-    }
-    return true;
+    const simd::microkernel::GemvRows<BT> rows{g.N,   g.K, g.a,          g.b,
+                                               g.ldb, g.c, g.accumulate, g.bias};
+    return simd::microkernel::gemv_transposed(rows, threads);
   }
 }
-#else
-template <typename T, typename BT>
-bool gemv_transposed(const Gemm<T, BT>&, int) {
-  return false;  // the loop nest below serves every shape
-}
-#endif
 
 }  // namespace
 

@@ -7,6 +7,7 @@
 
 #include "optim/adamw_core.h"
 #include "optim/kernel_table.h"
+#include "simd/bytes.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -52,9 +53,8 @@ using adamw_core::make_coeffs;
 // corrupt Inf/NaN m scale or clip: dequantized m is finite) makes the reference convert a NaN to
 // int8, formally undefined; this build's scalar code gives x86's integer indefinite 0x80000000,
 // byte 0, and so does vcvttpd2dq here (a NaN v gets code 0 in both, from v > 0 being false).
-// xsimd 8.1 has no widening or narrowing casts between bytes and 32-bit lanes, so those are AVX-512
-// intrinsics (a lane loop elsewhere). GCC 12's false -Wmaybe-uninitialized inside AVX-512
-// intrinsics: see adamw_core.h.
+// The codes go to and from float lanes through simd/bytes.h. GCC 12's false
+// -Wmaybe-uninitialized inside AVX-512 intrinsics: see adamw_core.h.
 #pragma GCC diagnostic push
 #ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -73,46 +73,6 @@ constexpr bool kLittleEndian = true;
 #else
 constexpr bool kLittleEndian = false;
 #endif
-
-// kF codes, as int8 (kSigned) or uint8, converted to float (exact).
-template <bool kSigned>
-inline BF load_codes(const uint8_t* p) {
-#if defined(__AVX512F__)
-  static_assert(kF == 16, "xsimd's arch does not match __AVX512F__");
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return BF(
-      _mm512_cvtepi32_ps(kSigned ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes)));
-#else
-  alignas(64) float lanes[kF];
-  for (size_t k = 0; k < kF; ++k) lanes[k] = kSigned ? float(int8_t(p[k])) : float(p[k]);
-  return BF::load_aligned(lanes);
-#endif
-}
-
-// kF codes from integral values in −128..255: the low byte of each (two's complement).
-inline void store_codes(uint8_t* p, const BF& q) {
-#if defined(__AVX512F__)
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(q)));
-#else
-  alignas(64) float lanes[kF];
-  q.store_aligned(lanes);
-  for (size_t k = 0; k < kF; ++k) p[k] = uint8_t(int(lanes[k]));
-#endif
-}
-
-// Two double batches of integral values in −128..255 as kF codes. (Each is exactly a float.)
-inline void store_codes(uint8_t* p, const BD& lo, const BD& hi) {
-#if defined(__AVX512F__)
-  const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvttpd_epi32(lo)),
-                                       _mm512_cvttpd_epi32(hi), 1);
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(q));
-#else
-  alignas(64) double lanes[2 * kD];
-  lo.store_aligned(lanes);
-  hi.store_aligned(lanes + kD);
-  for (size_t k = 0; k < 2 * kD; ++k) p[k] = uint8_t(int(lanes[k]));
-#endif
-}
 
 // std::max(acc, x), lane-wise.
 inline BF max_step(const BF& acc, const BF& x) {
@@ -138,13 +98,13 @@ inline float max_lanes(const BF& acc) {
 void dequantize_m_block(const uint8_t* codes, float scale, float* m) {
   const BF s(scale);
   for (size_t i = 0; i < kQuantBlock; i += kF)
-    (load_codes<true>(codes + i) * s).store_aligned(m + i);
+    (simd::load_bytes<true>(codes + i) * s).store_aligned(m + i);
 }
 
 void dequantize_v_block(const uint8_t* codes, float scale, float* v) {
   const BF s(scale);
   for (size_t i = 0; i < kQuantBlock; i += kF) {
-    const BF r = load_codes<false>(codes + i) * s;
+    const BF r = simd::load_bytes<false>(codes + i) * s;
     (r * r).store_aligned(v + i);
   }
 }
@@ -166,7 +126,7 @@ void quantize_m_block(const float* m, uint8_t* codes, float* scale) {
     BD q1 = clamp(xsimd::nearbyint(simd::load_widen(m + i + kD) * inv), -127.0, 127.0);
     q0 = xsimd::select(xsimd::isnan(q0), zero, q0);  // as quantize_m: NaN → code 0
     q1 = xsimd::select(xsimd::isnan(q1), zero, q1);
-    store_codes(codes + i, q0, q1);
+    simd::store_bytes(codes + i, q0, q1);
   }
 }
 
@@ -190,7 +150,7 @@ void quantize_v_block(const float* v, uint8_t* codes, float* scale) {
   for (size_t i = 0; i < kQuantBlock; i += kF) {
     const BF x = BF::load_aligned(v + i);
     const BF q = clamp(xsimd::nearbyint(xsimd::sqrt(x) / sb), 1.0f, 255.0f);
-    store_codes(codes + i, xsimd::select(x > zero, q, zero));
+    simd::store_bytes(codes + i, xsimd::select(x > zero, q, zero));
   }
 }
 

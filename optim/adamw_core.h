@@ -19,17 +19,14 @@
 
 #include "ops/cast.h"
 #include "optim/adamw.h"
+#include "simd/f16.h"
 #include "simd/simd.h"
-
-#if defined(__F16C__) || defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 namespace reftrain::adamw_core {
 
 // GCC 12 reports the _mm512_undefined_* pass-through operand of unmasked AVX-512 intrinsics
-// (vsqrtps, vmaxps, vminps, vcvtps2ph, ...) as maybe-uninitialized after inlining; a false
-// positive (the all-ones mask writes every lane), silenced for these kernels only.
+// (vsqrtps, behind xsimd::sqrt) as maybe-uninitialized after inlining; a false positive (the
+// all-ones mask writes every lane), silenced for these kernels only.
 #pragma GCC diagnostic push
 #ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -76,37 +73,10 @@ inline float adamw_element(float* w, float* g, float* m, float* v, size_t i, con
 }
 
 // The mirror of one element: the portable bit path of ops/cast.h (clamp to ±65504, then
-// round-to-nearest-even), bit-identical to F16C's vcvtps2ph after the same clamp.
+// round-to-nearest-even), bit-identical to the batch's simd::store_f16 (simd/f16.h), the fast
+// casts' clamp and conversion instructions.
 inline f16 mirror_scalar(float x) {
   return f16_of(f32_to_f16_bits(x));
-}
-
-// The mirror of one batch: clamp to ±65504, then vcvtps2ph (x86) or fcvtn (aarch64) with
-// round-to-nearest-even, as ops/cast.cpp does. x86's max/min return their SECOND operand when
-// either is NaN, so putting x second keeps a NaN a NaN (quiet, payload bits 22..13 kept), as the
-// portable path does; NEON's return the NaN (ops/cast.h, store_f16x4).
-inline void store_mirror(f16* dst, const simd::Batch<float>& x) {
-#if defined(__F16C__) && defined(__AVX512F__)
-  static_assert(simd::Batch<float>::size == 16, "xsimd's arch does not match __AVX512F__");
-  const __m512 lo = _mm512_set1_ps(-65504.0f), hi = _mm512_set1_ps(65504.0f);
-  const __m512 clamped = _mm512_min_ps(hi, _mm512_max_ps(lo, __m512(x)));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst),
-                      _mm512_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT));
-#elif defined(__F16C__)
-  static_assert(simd::Batch<float>::size == 8, "F16C without AVX-512: expected 8 float lanes");
-  const __m256 lo = _mm256_set1_ps(-65504.0f), hi = _mm256_set1_ps(65504.0f);
-  const __m256 clamped = _mm256_min_ps(hi, _mm256_max_ps(lo, __m256(x)));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst),
-                   _mm256_cvtps_ph(clamped, _MM_FROUND_TO_NEAREST_INT));
-#elif defined(__aarch64__)
-  static_assert(simd::Batch<float>::size == 4, "xsimd's arch does not match __aarch64__");
-  store_f16x4(dst, x);
-#else
-  constexpr size_t kLanes = simd::Batch<float>::size;
-  alignas(64) float lanes[kLanes];
-  x.store_aligned(lanes);
-  for (size_t k = 0; k < kLanes; ++k) dst[k] = mirror_scalar(lanes[k]);
-#endif
 }
 
 // Elements [begin, end) of one range: full xsimd batches, then the < lanes leftover elements
@@ -135,7 +105,7 @@ inline void adamw_range(float* w, float* g, float* m, float* v, f16* w16, size_t
     m_new.store_unaligned(m + i);
     v_new.store_unaligned(v + i);
     zero.store_unaligned(g + i);
-    if constexpr (kMirror) store_mirror(w16 + i, w_new);
+    if constexpr (kMirror) simd::store_f16(w16 + i, w_new);
   }
   for (; i < end; ++i) {
     const float w_new = adamw_element(w, g, m, v, i, c);

@@ -1,6 +1,9 @@
 // The one register micro-kernel of reftrain's CPU matrix products: the blocked matmul
 // (ops/matmul_blocked.cpp, on packed panels) and every tile product of the fused attention
-// (ops/attention_fast.cpp, on its packed head rows) call `microkernel::run`.
+// (ops/attention_fast.cpp, on its packed head rows) call `simd::microkernel::run`. The pieces of
+// the products that are written per ISA (register constraints, packing transposes, the gemv
+// kernel) are in one file per ISA, chosen below: simd/microkernel_x86.h (AVX2 and AVX-512),
+// simd/microkernel_neon.h (aarch64).
 //
 // In BLIS's terms the products are three separate pieces: packing (copying operands into the
 // layout the kernel streams), cache blocks (the loop nest choosing which panels meet), and this
@@ -18,21 +21,42 @@
 
 #include "simd/simd.h"
 
-namespace reftrain::microkernel {
+namespace reftrain::simd::microkernel {
 
-// Pins a loaded vector in a register. Without it GCC folds each B load into all MR of the FMAs
-// that use it (vfmadd231ps mem, ...): MR·NV loads per step instead of NV, and the load ports, not
-// the FMA unit, become the limit (measured on the matmul: 82 % of the FMA peak instead of 9x %).
-template <typename T>
-inline void in_register(simd::Batch<T>& b) {
-  typename simd::Batch<T>::register_type r = b;
+// One row against a transposed B, for the ISA's gemv kernel (gemv_transposed below):
+//   c[j] = (accumulate ? c[j] : 0) + Σ_p a[p]·b[j·ldb + p] (+ bias[j]) for j < N, p < K.
+template <typename BT>
+struct GemvRows {
+  int N, K;
+  const float* a;
+  const BT* b;
+  size_t ldb;
+  float* c;
+  bool accumulate;
+  const float* bias;
+};
+
+// The corner [0, p) × [0, j) of a packing panel that the ISA's register transposes filled.
+struct Transposed {
+  int p, j;
+};
+
+}  // namespace reftrain::simd::microkernel
+
+// What each ISA adds, with the same names in each file:
+//   in_register(Batch&)                   keeps a loaded vector in a register (an asm constraint)
+//   interleave_in_registers<T, MR>(...)   the matmul's A packing through register transposes
+//   transpose_in_registers<NR>(...)       the matmul's transposed-B packing, likewise
+//   gemv_transposed(GemvRows, threads)    one row against a transposed B, or false: no kernel
 #if defined(__x86_64__)
-  __asm__("" : "+v"(r));  // "v": any xmm/ymm/zmm register
+#include "simd/microkernel_x86.h"
 #elif defined(__aarch64__)
-  __asm__("" : "+w"(r));  // "w": any NEON register (v0-v31)
+#include "simd/microkernel_neon.h"
+#else
+#error "reftrain's micro-kernel is written for x86-64 and aarch64"
 #endif
-  b = r;
-}
+
+namespace reftrain::simd::microkernel {
 
 // The operands of one register tile of MR rows × NV vectors of C.
 //   A(i, p) = a[i·as + p·ap]: any strides (a packed matmul panel has as = 1, ap = MR).
@@ -89,4 +113,4 @@ __attribute__((always_inline)) inline void run(const Tile<T>& t, int P, bool loa
   }
 }
 
-}  // namespace reftrain::microkernel
+}  // namespace reftrain::simd::microkernel
