@@ -161,6 +161,20 @@ bool declares_compute_entry(const std::string& source, const std::string& entry)
   return false;
 }
 
+// Whether `file`'s text declares `entry`: as written, or through its `//#template` section,
+// which tests/webgpu/source.mjs writes once per item of the registry's template list; its
+// `@compute fn {{ENTRY}}(` then declares every product registry.mjs lists as `NAME: { prefix:`
+// (the linear forms).
+bool declares_entry(const std::string& source, const std::string& entry) {
+  if (declares_compute_entry(source, entry)) return true;
+  const size_t begin = source.find("//#template"), end = source.find("//#end");
+  if (begin == std::string::npos || end == std::string::npos) return false;
+  const std::string section = source.substr(begin, end - begin);
+  if (!declares_compute_entry(section, "\\{\\{ENTRY\\}\\}")) return false;
+  const std::string registry = read_file(kRoot + "/tests/webgpu/registry.mjs");
+  return registry.find("  " + entry + ": { prefix:") != std::string::npos;
+}
+
 // The GPU twin cell: the mirrored kernel's file and entry points (a bare file name), then ours,
 // a .wgsl path under tests/webgpu/ and the entry points that follow it up to the next file.
 TEST(KernelsTable, EveryRowsWgslTwinExistsAndDeclaresItsEntryPoints) {
@@ -175,7 +189,7 @@ TEST(KernelsTable, EveryRowsWgslTwinExistsAndDeclaresItsEntryPoints) {
         EXPECT_TRUE(fs::is_regular_file(kRoot + "/" + file)) << r.key << ": no file " << file;
         source = fs::is_regular_file(kRoot + "/" + file) ? read_file(kRoot + "/" + file) : "";
       } else if (!file.empty()) {
-        EXPECT_TRUE(declares_compute_entry(source, w))
+        EXPECT_TRUE(declares_entry(source, w))
             << r.key << ": " << file << " declares no @compute fn " << w << "(";
         ++ours;
       }
@@ -197,6 +211,11 @@ TEST(KernelsTable, ComputeEntryPointsAreFoundOnlyWhereDeclared) {
   EXPECT_FALSE(declares_compute_entry(wgsl, "helper"));
   EXPECT_FALSE(declares_compute_entry(wgsl, "our"));
   EXPECT_FALSE(declares_compute_entry(wgsl, "missing"));
+  const std::string templated =
+      "//#template\n@compute @workgroup_size(16)\nfn {{ENTRY}}() {}\n//#end\n";
+  EXPECT_TRUE(declares_entry(templated, "linear_forward"));
+  EXPECT_FALSE(declares_entry(templated, "layernorm_forward"));  // no product of the template
+  EXPECT_FALSE(declares_entry("fn {{ENTRY}}() {}\n", "linear_forward"));  // no section
 }
 
 // The explainers of the section "Explainers that walk no kernel": one `- \`name\`` item each.
