@@ -8,7 +8,9 @@ const groups = (n, per = 256) => {
   return g <= 65535 ? [g, 1] : [65535, Math.ceil(g / 65535)];
 };
 
-const elementwise = (file, entry, count = 'n') => ({ file, entry, dispatch: (p) => groups(p[count]) });
+// One thread per element on the groups() grid, whose index prelude/elementwise.wgsl computes.
+const elementwisePrelude = 'prelude/elementwise.wgsl';
+const elementwise = (file, entry, count = 'n') => ({ file, prelude: elementwisePrelude, entry, dispatch: (p) => groups(p[count]) });
 
 const rows = (file, entry, count, per = 64) => ({ file, entry, dispatch: (p) => [Math.ceil(count(p) / per)] });
 const grid16 = (file, entry, cols, rows_, per = 16) => ({
@@ -86,16 +88,16 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     crossentropy_forward_backward: rows('loss.wgsl', 'crossentropy_forward_backward', (p) => p.N),
     cast_f32_to_f16: elementwise('cast.wgsl', 'cast_f32_to_f16'),
     cast_f16_to_f32: elementwise('cast.wgsl', 'cast_f16_to_f32'),
-    residual_forward: elementwise('pointwise.wgsl', 'residual_forward'),
-    residual_backward: elementwise('pointwise.wgsl', 'residual_backward'),
-    gelu_forward: elementwise('pointwise.wgsl', 'gelu_forward'),
-    gelu_backward: elementwise('pointwise.wgsl', 'gelu_backward'),
-    gelu_erf_forward: elementwise('pointwise.wgsl', 'gelu_erf_forward'),
-    gelu_erf_backward: elementwise('pointwise.wgsl', 'gelu_erf_backward'),
-    swiglu_forward: elementwise('pointwise.wgsl', 'swiglu_forward'),
-    swiglu_backward: elementwise('pointwise.wgsl', 'swiglu_backward'),
+    residual_forward: elementwise('residual.wgsl', 'residual_forward'),
+    residual_backward: elementwise('residual.wgsl', 'residual_backward'),
+    gelu_forward: elementwise('activation.wgsl', 'gelu_forward'),
+    gelu_backward: elementwise('activation.wgsl', 'gelu_backward'),
+    gelu_erf_forward: elementwise('activation.wgsl', 'gelu_erf_forward'),
+    gelu_erf_backward: elementwise('activation.wgsl', 'gelu_erf_backward'),
+    swiglu_forward: elementwise('activation.wgsl', 'swiglu_forward'),
+    swiglu_backward: elementwise('activation.wgsl', 'swiglu_backward'),
     reduce_norm_sq: elementwise('optimizer.wgsl', 'reduce_norm_sq'),
-    finalize_grad_stats: { file: 'optimizer.wgsl', entry: 'finalize_grad_stats', dispatch: () => [1] },
+    finalize_grad_stats: { file: 'optimizer.wgsl', prelude: elementwisePrelude, entry: 'finalize_grad_stats', dispatch: () => [1] },
     adamw_update: { ...elementwise('optimizer.wgsl', 'adamw_update', 'size'), uniforms: ['hp', 'bias'] },
     adamw_update_f16: { ...elementwise('optimizer.wgsl', 'adamw_update_f16', 'size'), uniforms: ['hp', 'bias'] },
     adamw_8bit_update: { ...elementwise('optimizer.wgsl', 'adamw_8bit_update', 'size'), uniforms: ['hp', 'bias'] },
