@@ -48,19 +48,24 @@ export function linearTwin(form, name) {
 // reference does) and fused (online softmax, only the logsumexp kept; attention_fused.wgsl). The
 // fused forward binds no att, so its result lacks att and is judged with `compare --subset`; its
 // backward runs the fused forward first (on the fixture's qkv) for the out and lse it reads.
+// Both forms follow the family's prelude (prelude/attention.wgsl: the bindings they share). lse
+// takes att's binding number (1 forward, 3 backward), so that the uniforms are bound at the same
+// numbers in both forms, and the fused backward's out comes last.
+const attentionPrelude = 'prelude/attention.wgsl';
 const attentionRows = (p) => [Math.ceil((p.B * p.NH * p.T) / 64)];
 const fusedForward = { entry: 'attention_forward_fused', bindings: ['out', 'lse', 'qkv', 'B', 'T', 'C', 'NH'], dispatch: attentionRows };
 export const attentionForms = {
   materialised: {
-    attention_forward: rows('attention.wgsl', 'attention_forward', (p) => p.B * p.NH * p.T),
-    attention_backward: rows('attention.wgsl', 'attention_backward', (p) => p.B * p.NH * p.T),
+    attention_forward: { ...rows('attention.wgsl', 'attention_forward', (p) => p.B * p.NH * p.T), prelude: attentionPrelude },
+    attention_backward: { ...rows('attention.wgsl', 'attention_backward', (p) => p.B * p.NH * p.T), prelude: attentionPrelude },
   },
   fused: {
-    attention_forward: { file: 'attention_fused.wgsl', ...fusedForward, scratch: { lse: (p) => p.B * p.NH * p.T } },
+    attention_forward: { file: 'attention_fused.wgsl', prelude: attentionPrelude, ...fusedForward, scratch: { lse: (p) => p.B * p.NH * p.T } },
     attention_backward: {
       file: 'attention_fused.wgsl',
+      prelude: attentionPrelude,
       passes: [fusedForward, {
-        entry: 'attention_backward_fused', bindings: ['dqkv', 'dout', 'qkv', 'out', 'lse', 'B', 'T', 'C', 'NH'],
+        entry: 'attention_backward_fused', bindings: ['dqkv', 'dout', 'qkv', 'lse', 'B', 'T', 'C', 'NH', 'out'],
         dispatch: attentionRows, reads: ['out', 'lse'],
       }],
       scratch: { out: (p) => p.B * p.T * p.C, lse: (p) => p.B * p.NH * p.T },
