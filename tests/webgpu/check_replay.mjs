@@ -78,12 +78,13 @@ function checkStaged() {
   }
 }
 
-// A registry module replacing one kernel with a text substitution of its twin's source.
-function plant(file, kernel, kernelFile, edits) {
+// A registry module replacing one kernel with a text substitution of its twin's source (as
+// assembled: prelude, file, templates).
+function plant(file, kernel, edits) {
   const path = join(work, file);
-  writeFileSync(path, `import { readFileSync } from 'node:fs';
-import { makeRegistry } from ${JSON.stringify(join(here, 'registry.mjs'))};
-let source = readFileSync(${JSON.stringify(join(here, 'kernels', kernelFile))}, 'utf8');
+  writeFileSync(path, `import { makeRegistry } from ${JSON.stringify(join(here, 'registry.mjs'))};
+import { twinSource } from ${JSON.stringify(join(here, 'source.mjs'))};
+let source = twinSource(makeRegistry().${kernel});
 for (const [from, to] of ${JSON.stringify(edits)}) {
   if (!source.includes(from)) throw new Error('planted bug: no ' + from);
   source = source.replace(from, to);
@@ -94,7 +95,7 @@ export default { ${kernel}: { ...makeRegistry().${kernel}, file: undefined, sour
 }
 
 function checkPlanted() {
-  const attn = plant('planted_attention.mjs', 'attention_backward', 'attention.wgsl',
+  const attn = plant('planted_attention.mjs', 'attention_backward',
                      [['(dp_of(x, s, u) - dot_s)', 'dp_of(x, s, u)']]);
   const dir = join(work, 'golden-tiny-fp32-adamw');
   const out = join(work, 'planted-attention');
@@ -103,7 +104,7 @@ function checkPlanted() {
   console.log(`planted attention_backward without the row term: replay exit ${r.status}, compare exit ${cmp.status} (1 expected)`);
   if (r.status !== 0 || cmp.status !== 1) fail(`planted attention bug: replay ${r.status}, compare ${cmp.status}\n${cmp.stdout}`);
 
-  const mirror = plant('planted_mirror.mjs', 'adamw_update_f16', 'optimizer.wgsl', [
+  const mirror = plant('planted_mirror.mjs', 'adamw_update_f16', [
     ['  let s = adamw_element(w_mp[i],', '  dst_w16[i] = f16(clamp(w_mp[i], -65504.0, 65504.0));\n  let s = adamw_element(w_mp[i],'],
     ['  dst_w16[i] = f16(clamp(s.w, -65504.0, 65504.0));', '']]);
   const m = replay(join(work, 'golden-tiny-mixed-adamw'), join(work, 'planted-mirror'), ['--registry', mirror, '--steps', '2']);
@@ -130,8 +131,8 @@ function bisect(goldenDir, reference, registry, kernel, what) {
 }
 
 function checkBisection() {
-  const eps = plant('planted_layernorm.mjs', 'layernorm_forward', 'norm.wgsl', [['const EPS: f32 = 1e-5;', 'const EPS: f32 = 1e-6;']]);
-  const rms = plant('planted_rmsnorm.mjs', 'rmsnorm_forward', 'norm.wgsl', [['const EPS: f32 = 1e-5;', 'const EPS: f32 = 1e-6;']]);
+  const eps = plant('planted_layernorm.mjs', 'layernorm_forward', [['const EPS: f32 = 1e-5;', 'const EPS: f32 = 1e-6;']]);
+  const rms = plant('planted_rmsnorm.mjs', 'rmsnorm_forward', [['const EPS: f32 = 1e-5;', 'const EPS: f32 = 1e-6;']]);
   const attn = join(work, 'planted_attention.mjs');
   for (const [preset, norm, bug] of [['tiny', 'layernorm_forward', eps], ['llama-tiny', 'rmsnorm_forward', rms]]) {
     const dir = join(work, `golden-${preset}-fp32-adamw`);
@@ -148,10 +149,11 @@ function checkBisection() {
 // A registry module using every field bind.mjs honours (see the header, check 5).
 function formsRegistry() {
   const path = join(work, 'registry_forms.mjs');
-  writeFileSync(path, `import { readFileSync } from 'node:fs';
-import { makeRegistry } from ${JSON.stringify(join(here, 'registry.mjs'))};
-const edit = (file, edits) => {
-  let source = readFileSync(${JSON.stringify(join(here, 'kernels'))} + '/' + file, 'utf8');
+  writeFileSync(path, `import { makeRegistry } from ${JSON.stringify(join(here, 'registry.mjs'))};
+import { twinSource } from ${JSON.stringify(join(here, 'source.mjs'))};
+// The twin's assembled source (prelude and file) with the edits made.
+const edit = (twin, edits) => {
+  let source = twinSource(twin);
   for (const [from, to] of edits) {
     if (!source.includes(from)) throw new Error('registry_forms: no ' + from);
     source = source.replace(from, to);
@@ -160,11 +162,11 @@ const edit = (file, edits) => {
 };
 const r = makeRegistry({ linear: 'reg4x4', attention: 'fused' });
 // residual_forward bound as (n, a, b, out) rather than the fixture's (out, a, b, n).
-r.residual_forward = { ...r.residual_forward, file: undefined, bindings: ['n', 'a', 'b', 'out'], source: edit('pointwise.wgsl', [
+r.residual_forward = { ...r.residual_forward, file: undefined, bindings: ['n', 'a', 'b', 'out'], source: edit(r.residual_forward, [
   ['@binding(0) var<storage, read_write> res_out', '@binding(3) var<storage, read_write> res_out'],
   ['@binding(3) var<uniform> res_n', '@binding(0) var<uniform> res_n']]) };
 // finalize_grad_stats reading norm_sq from a uniform.
-r.finalize_grad_stats = { ...r.finalize_grad_stats, file: undefined, uniforms: ['norm_sq'], source: edit('optimizer.wgsl', [
+r.finalize_grad_stats = { ...r.finalize_grad_stats, file: undefined, uniforms: ['norm_sq'], source: edit(r.finalize_grad_stats, [
   ['var<storage, read> fg_norm_sq: array<f32>', 'var<uniform> fg_norm_sq: f32'],
   ['sqrt(fg_norm_sq[0])', 'sqrt(fg_norm_sq)']]) };
 export default r;

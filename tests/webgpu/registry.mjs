@@ -8,7 +8,9 @@ const groups = (n, per = 256) => {
   return g <= 65535 ? [g, 1] : [65535, Math.ceil(g / 65535)];
 };
 
-const elementwise = (file, entry, count = 'n') => ({ file, entry, dispatch: (p) => groups(p[count]) });
+// One thread per element on the groups() grid, whose index prelude/elementwise.wgsl computes.
+const elementwisePrelude = 'prelude/elementwise.wgsl';
+const elementwise = (file, entry, count = 'n') => ({ file, prelude: elementwisePrelude, entry, dispatch: (p) => groups(p[count]) });
 
 const rows = (file, entry, count, per = 64) => ({ file, entry, dispatch: (p) => [Math.ceil(count(p) / per)] });
 const grid16 = (file, entry, cols, rows_, per = 16) => ({
@@ -46,19 +48,24 @@ export function linearTwin(form, name) {
 // reference does) and fused (online softmax, only the logsumexp kept; attention_fused.wgsl). The
 // fused forward binds no att, so its result lacks att and is judged with `compare --subset`; its
 // backward runs the fused forward first (on the fixture's qkv) for the out and lse it reads.
+// Both forms follow the family's prelude (prelude/attention.wgsl: the bindings they share). lse
+// takes att's binding number (1 forward, 3 backward), so that the uniforms are bound at the same
+// numbers in both forms, and the fused backward's out comes last.
+const attentionPrelude = 'prelude/attention.wgsl';
 const attentionRows = (p) => [Math.ceil((p.B * p.NH * p.T) / 64)];
 const fusedForward = { entry: 'attention_forward_fused', bindings: ['out', 'lse', 'qkv', 'B', 'T', 'C', 'NH'], dispatch: attentionRows };
 export const attentionForms = {
   materialised: {
-    attention_forward: rows('attention.wgsl', 'attention_forward', (p) => p.B * p.NH * p.T),
-    attention_backward: rows('attention.wgsl', 'attention_backward', (p) => p.B * p.NH * p.T),
+    attention_forward: { ...rows('attention.wgsl', 'attention_forward', (p) => p.B * p.NH * p.T), prelude: attentionPrelude },
+    attention_backward: { ...rows('attention.wgsl', 'attention_backward', (p) => p.B * p.NH * p.T), prelude: attentionPrelude },
   },
   fused: {
-    attention_forward: { file: 'attention_fused.wgsl', ...fusedForward, scratch: { lse: (p) => p.B * p.NH * p.T } },
+    attention_forward: { file: 'attention_fused.wgsl', prelude: attentionPrelude, ...fusedForward, scratch: { lse: (p) => p.B * p.NH * p.T } },
     attention_backward: {
       file: 'attention_fused.wgsl',
+      prelude: attentionPrelude,
       passes: [fusedForward, {
-        entry: 'attention_backward_fused', bindings: ['dqkv', 'dout', 'qkv', 'out', 'lse', 'B', 'T', 'C', 'NH'],
+        entry: 'attention_backward_fused', bindings: ['dqkv', 'dout', 'qkv', 'lse', 'B', 'T', 'C', 'NH', 'out'],
         dispatch: attentionRows, reads: ['out', 'lse'],
       }],
       scratch: { out: (p) => p.B * p.T * p.C, lse: (p) => p.B * p.NH * p.T },
@@ -86,16 +93,16 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     crossentropy_forward_backward: rows('loss.wgsl', 'crossentropy_forward_backward', (p) => p.N),
     cast_f32_to_f16: elementwise('cast.wgsl', 'cast_f32_to_f16'),
     cast_f16_to_f32: elementwise('cast.wgsl', 'cast_f16_to_f32'),
-    residual_forward: elementwise('pointwise.wgsl', 'residual_forward'),
-    residual_backward: elementwise('pointwise.wgsl', 'residual_backward'),
-    gelu_forward: elementwise('pointwise.wgsl', 'gelu_forward'),
-    gelu_backward: elementwise('pointwise.wgsl', 'gelu_backward'),
-    gelu_erf_forward: elementwise('pointwise.wgsl', 'gelu_erf_forward'),
-    gelu_erf_backward: elementwise('pointwise.wgsl', 'gelu_erf_backward'),
-    swiglu_forward: elementwise('pointwise.wgsl', 'swiglu_forward'),
-    swiglu_backward: elementwise('pointwise.wgsl', 'swiglu_backward'),
+    residual_forward: elementwise('residual.wgsl', 'residual_forward'),
+    residual_backward: elementwise('residual.wgsl', 'residual_backward'),
+    gelu_forward: elementwise('activation.wgsl', 'gelu_forward'),
+    gelu_backward: elementwise('activation.wgsl', 'gelu_backward'),
+    gelu_erf_forward: elementwise('activation.wgsl', 'gelu_erf_forward'),
+    gelu_erf_backward: elementwise('activation.wgsl', 'gelu_erf_backward'),
+    swiglu_forward: elementwise('activation.wgsl', 'swiglu_forward'),
+    swiglu_backward: elementwise('activation.wgsl', 'swiglu_backward'),
     reduce_norm_sq: elementwise('optimizer.wgsl', 'reduce_norm_sq'),
-    finalize_grad_stats: { file: 'optimizer.wgsl', entry: 'finalize_grad_stats', dispatch: () => [1] },
+    finalize_grad_stats: { file: 'optimizer.wgsl', prelude: elementwisePrelude, entry: 'finalize_grad_stats', dispatch: () => [1] },
     adamw_update: { ...elementwise('optimizer.wgsl', 'adamw_update', 'size'), uniforms: ['hp', 'bias'] },
     adamw_update_f16: { ...elementwise('optimizer.wgsl', 'adamw_update_f16', 'size'), uniforms: ['hp', 'bias'] },
     adamw_8bit_update: { ...elementwise('optimizer.wgsl', 'adamw_8bit_update', 'size'), uniforms: ['hp', 'bias'] },

@@ -22,9 +22,15 @@ export function expandTemplate(text, instances = [], where = 'WGSL') {
   return text.slice(0, m.index) + body.join('\n') + text.slice(m.index + m[0].length);
 }
 
+// WGSL wants its directives (`enable f16;`) before any declaration, so the file's are moved
+// ahead of the prelude.
+const directive = /^enable [^;\n]*;[^\n]*\n/gm;
+
 export function twinSource(twin) {
   if (twin.source) return twin.source;
   const read = (f) => readFileSync(join(twin.dir ?? kernelDir, f), 'utf8');
-  const prelude = twin.prelude ? `${read(twin.prelude)}\n` : '';
-  return prelude + expandTemplate(read(twin.file), twin.template, twin.file);
+  const body = expandTemplate(read(twin.file), twin.template, twin.file);
+  if (!twin.prelude) return body;
+  const directives = (body.match(directive) ?? []).join('');
+  return `${directives}${read(twin.prelude)}\n${body.replace(directive, '')}`;
 }

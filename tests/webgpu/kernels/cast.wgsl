@@ -1,6 +1,7 @@
 // cast_f32_to_f16 / cast_f16_to_f32: the fp16 weight mirror and its widening.
 // Bind group (both): 0 src (storage, read), 1 dst (storage, read_write), 2 n (uniform u32).
-// One thread per element, 256 per workgroup; a 2-D grid when n needs more than 65535 groups.
+// One thread per element, 256 per workgroup; a 2-D grid when n needs more than 65535 groups
+// (flat_id: prelude/elementwise.wgsl).
 enable f16;
 
 @group(0) @binding(0) var<storage, read> src: array<f32>;
@@ -11,10 +12,6 @@ enable f16;
 // one set, which WGSL allows.
 @group(0) @binding(0) var<storage, read> src_h: array<f16>;
 @group(0) @binding(1) var<storage, read_write> dst_f: array<f32>;
-
-fn flat_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-  return gid.x + gid.y * nwg.x * 256u;
-}
 
 // Saturating: 65520 and above would round to Inf, so clamp to the largest f16 first. The
 // conversion itself rounds to nearest, ties to even, on lavapipe (WGSL leaves it open).

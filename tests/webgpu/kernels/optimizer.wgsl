@@ -11,11 +11,8 @@
 // β1ᵗ and β2ᵗ come from the host (pow in double, rounded to f32), so the kernels never see t.
 enable f16;
 
+// The workgroup size, that of the grid flat_id (prelude/elementwise.wgsl) indexes.
 const WG: u32 = 256u;
-
-fn flat_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-  return gid.x + gid.y * nwg.x * WG;
-}
 
 // WGSL lets a compiler assume no NaN or Inf exist, so the test reads the exponent bits.
 fn is_finite(x: f32) -> bool {

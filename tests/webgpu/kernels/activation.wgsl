@@ -1,18 +1,9 @@
-// The element-wise kernels: residual add, GELU (tanh and exact erf forms) and SwiGLU, forward and backward.
+// The activations: GELU (tanh and exact erf forms) and SwiGLU, forward and backward.
 // Bindings in the fixture's order (outputs first, then inputs, then the count n as a uniform);
-// backward kernels accumulate (+=) into their gradients. One thread per element.
+// backward kernels accumulate (+=) into their gradients. One thread per element; flat_id is the
+// prelude's (prelude/elementwise.wgsl).
 
 // Each entry point declares its own names; the numbers repeat across entry points.
-@group(0) @binding(0) var<storage, read_write> res_out: array<f32>;
-@group(0) @binding(1) var<storage, read> res_a: array<f32>;
-@group(0) @binding(2) var<storage, read> res_b: array<f32>;
-@group(0) @binding(3) var<uniform> res_n: u32;
-
-@group(0) @binding(0) var<storage, read_write> resb_da: array<f32>;
-@group(0) @binding(1) var<storage, read_write> resb_db: array<f32>;
-@group(0) @binding(2) var<storage, read> resb_dout: array<f32>;
-@group(0) @binding(3) var<uniform> resb_n: u32;
-
 @group(0) @binding(0) var<storage, read_write> gelu_out: array<f32>;
 @group(0) @binding(1) var<storage, read> gelu_x: array<f32>;
 @group(0) @binding(2) var<uniform> gelu_n: u32;
@@ -46,10 +37,6 @@
 const SQRT_2_OVER_PI: f32 = 0.7978845608028654;
 const GELU_CUBIC: f32 = 0.044715;
 
-fn flat_id(gid: vec3<u32>, nwg: vec3<u32>) -> u32 {
-  return gid.x + gid.y * nwg.x * 256u;
-}
-
 // tanh from e^(−2|u|) ≤ 1, so that large |u| (here up to ~70) saturates to ±1 instead of
 // overflowing to Inf/Inf = NaN, which a (e^2u − 1)/(e^2u + 1) lowering would give.
 fn stable_tanh(u: f32) -> f32 {
@@ -61,22 +48,6 @@ fn stable_tanh(u: f32) -> f32 {
 fn sigmoid(g: f32) -> f32 {
   let e = exp(-abs(g));
   return select(e / (1.0 + e), 1.0 / (1.0 + e), g >= 0.0);
-}
-
-@compute @workgroup_size(256)
-fn residual_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = flat_id(gid, nwg);
-  if (i >= res_n) { return; }
-  res_out[i] = res_a[i] + res_b[i];
-}
-
-@compute @workgroup_size(256)
-fn residual_backward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = flat_id(gid, nwg);
-  if (i >= resb_n) { return; }
-  let d = resb_dout[i];
-  resb_da[i] = resb_da[i] + d;
-  resb_db[i] = resb_db[i] + d;
 }
 
 @compute @workgroup_size(256)
