@@ -135,8 +135,8 @@ one.
 2. `optim/kernel_table.h` and `.cpp`: its slot, filled with the reference and overridden with
    the fast version; the model or optimizer calls the slot through `traced` with its tensors in
    the record's order;
-3. `core/golden/golden_kernels_<family>.cpp`: its fixture (`make_*`, `run_*` and one
-   `record_kernel` line);
+3. `core/golden/golden_kernels_<family>.cpp` (optim/adamw8bit's in `golden_kernels_adamw.cpp`):
+   its fixture (`make_*`, `run_*` and one `record_kernel` line in `add_<family>_kernels`);
 4. `tests/webgpu/kernels/<family>.wgsl` and `tests/webgpu/registry.mjs`: the WGSL twin and its
    registry line;
 5. `tests/ops/test_<family>.cpp`: fast against reference, and finite differences in double;

@@ -115,6 +115,27 @@ KernelSpec record_kernel(const std::string& name, Family family,
   return k;
 }
 
+KernelSpec seed_kernel(const std::string& name, std::string seed,
+                       std::map<std::string, Tolerance> tolerances, std::vector<std::string> cases,
+                       Json (*make)(FixtureGen&, const KernelDims&),
+                       void (*run)(FixtureIo<float>&, const KernelDims&)) {
+  KernelSpec k = record_kernel(name, Family::kBoth, make, run, nullptr);
+  k.twin_seed = std::move(seed);
+  k.tolerances = std::move(tolerances);
+  k.cases = std::move(cases);
+  return k;
+}
+
+Tolerance mirror_tolerance() {
+  return ulps(1,
+              "WGSL leaves the f32→f16 rounding to the implementation (either neighbour of a "
+              "value between two f16s); 0 on a device that rounds to nearest even");
+}
+
+Json count_params(const KernelDims& d) {
+  return {{"n", d.n}};
+}
+
 }  // namespace fixture
 
 KernelDims kernel_dims(const std::string& case_name) {
@@ -134,9 +155,16 @@ bool in_family(const KernelSpec& k, const std::string& arch) {
 const std::vector<KernelSpec>& golden_kernels() {
   static const std::vector<KernelSpec> all = [] {
     std::vector<KernelSpec> v;
-    add_nn_kernels(v);
-    add_pointwise_kernels(v);
-    add_optim_kernels(v);
+    add_embed_kernels(v);
+    add_norm_kernels(v);
+    add_linear_kernels(v);
+    add_rope_kernels(v);
+    add_attention_kernels(v);
+    add_activation_kernels(v);
+    add_loss_kernels(v);
+    add_residual_kernels(v);
+    add_cast_kernels(v);
+    add_adamw_kernels(v);
     return v;
   }();
   return all;

@@ -82,7 +82,7 @@ SafetensorsFile recompute_f64(const KernelSpec& k, const SafetensorsFile& fixtur
 void write_golden_kernels(const std::string& out_dir, const std::string& arch, uint64_t seed);
 
 // ------------------------------------------------------------------------------------------
-// The machinery the kernel files (golden_kernels_*.cpp) use.
+// The machinery the kernel files (golden_kernels_<family>.cpp) use.
 
 // Draws a case's inputs into a fixture: element i of tensor NAME is drawn from
 // CounterRng(seed, kGolden) at index i, sub = FNV-1a 32 of "<kernel>/<case>.<NAME>".
@@ -144,11 +144,33 @@ KernelSpec record_kernel(const std::string& name, Family family,
                          Json (*make)(FixtureGen&, const KernelDims&),
                          void (*run_f32)(FixtureIo<float>&, const KernelDims&),
                          void (*run_f64)(FixtureIo<double>&, const KernelDims&));
+// A kernel with a fixed WGSL bind group: the entry point is the kernel's name, and it
+// exists in float only.
+KernelSpec seed_kernel(const std::string& name, std::string seed,
+                       std::map<std::string, Tolerance> tolerances, std::vector<std::string> cases,
+                       Json (*make)(FixtureGen&, const KernelDims&),
+                       void (*run)(FixtureIo<float>&, const KernelDims&));
+// An f32 → f16 rounding (cast_f32_to_f16 and AdamW's fp16 mirror): within 1 ulp.
+Tolerance mirror_tolerance();
+// The parameters of an element-wise kernel (activations, residual): its element count.
+Json count_params(const KernelDims& d);
 }  // namespace fixture
 
-// The kernel families, one function each (golden_kernels_*.cpp).
-void add_nn_kernels(std::vector<KernelSpec>& v);         // embed, norms, linear, rope, attention
-void add_pointwise_kernels(std::vector<KernelSpec>& v);  // activations, loss, residual
-void add_optim_kernels(std::vector<KernelSpec>& v);      // casts, grad norm, AdamW
+// A run_* template's float and double instantiations, record_kernel's last two arguments.
+#define REFTRAIN_RUN(f) f<float>, f<double>
+
+// The kernel families, one function each, in golden_kernels_<family>.cpp after ops/<family>
+// (adamw: optim/adamw and optim/adamw8bit); golden_kernels() calls them in pipeline order, which
+// is manifest.json's kernel order and so part of its bytes (tests/golden/golden_bytes.sha256).
+void add_embed_kernels(std::vector<KernelSpec>& v);
+void add_norm_kernels(std::vector<KernelSpec>& v);
+void add_linear_kernels(std::vector<KernelSpec>& v);
+void add_rope_kernels(std::vector<KernelSpec>& v);
+void add_attention_kernels(std::vector<KernelSpec>& v);
+void add_activation_kernels(std::vector<KernelSpec>& v);
+void add_loss_kernels(std::vector<KernelSpec>& v);
+void add_residual_kernels(std::vector<KernelSpec>& v);
+void add_cast_kernels(std::vector<KernelSpec>& v);
+void add_adamw_kernels(std::vector<KernelSpec>& v);
 
 }  // namespace reftrain

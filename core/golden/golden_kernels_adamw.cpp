@@ -1,13 +1,16 @@
-// Golden fixtures of the cast and optimizer kernels: their bindings are the WGSL bind groups of
-// 08_cast.wgsl and 12_optimizer.wgsl, in order. The references are the plain-named kernels of
-// ops/cast.h and optim/, which exist in float only (no float64 recomputation). The "nonfinite"
-// case puts NaN and ±Inf into the gradients, which the kernels must drop; WGSL lets an
-// implementation assume no NaN or Inf exist, so a WebGPU twin may skip that case.
+// Golden fixtures of the optimizer: optim/adamw's (reduce_norm_sq, finalize_grad_stats,
+// adamw_update, adamw_update_f16) and optim/adamw8bit's (adamw_8bit_update), in one file because
+// they share the gradient and state drawing (make_grads, make_adamw_common), the step's uniforms
+// and the tolerances. Their bindings are the WGSL bind groups of 12_optimizer.wgsl, in order; the
+// references are the plain-named kernels of optim/, which exist in float only (no float64
+// recomputation). The "nonfinite" case puts NaN and ±Inf into the gradients, which the kernels
+// must drop; WGSL lets an implementation assume no NaN or Inf exist, so a WebGPU twin may skip
+// that case.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/golden/golden_kernels.h"
-#include "ops/cast.h"
 #include "optim/adamw.h"
 #include "optim/adamw8bit.h"
 
@@ -17,53 +20,7 @@ namespace {
 
 using namespace fixture;
 
-const char* const kSeed000 = "000_0d0944923f99234f.txt";
 const char* const kSeed004 = "004_ebfe072bf2a522fd.txt";
-
-// ---- casts -------------------------------------------------------------------------------
-
-// Values each f32 → f16 rule must get right: saturation (65504 is the largest f16; 65520 would
-// round to Inf without the clamp), ties to even (1 + 2^-11 → 1, 1 + 3·2^-11 → 1 + 2^-9), the
-// subnormal range (2^-24 the smallest, 2^-25 the tie to 0), the smallest normal and ±0.
-const float kCastSpecials[] = {0.0f,           -0.0f,       65504.0f, 65505.0f,     65520.0f,
-                               -65520.0f,      1e6f,        -3e38f,   0x1p-24f,     0x1p-25f,
-                               0x1.8p-25f,     -0x1p-24f,   0x1p-14f, 0x1.ffcp-15f, 1.00048828125f,
-                               1.00146484375f, 0.33333334f, -2.0f,    0x1.004p0f};
-
-Json make_cast_f32_to_f16(FixtureGen& g, const KernelDims& d) {
-  // Magnitudes over 2^-28 .. 2^18: every f16 binade, the subnormals, and beyond the range.
-  std::vector<float> x = g.draw_normal("src", size_t(d.n), 1.0);
-  const std::vector<float> e = g.draw_uniform("exponent", size_t(d.n), -28.0, 18.0);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(x[i], int(std::floor(e[i])));
-  std::copy(std::begin(kCastSpecials), std::end(kCastSpecials), x.begin());
-  g.add("src", {d.n}, x);
-  return {{"n", d.n}, {"clamp", 65504.0}, {"rounding", "nearest, ties to even"}};
-}
-
-void run_cast_f32_to_f16(FixtureIo<float>& io, const KernelDims& d) {
-  const std::vector<float> src = io.get("src");
-  std::vector<uint16_t> dst(src.size());
-  for (size_t i = 0; i < src.size(); ++i) dst[i] = f32_to_f16_bits(src[i]);
-  io.put_raw("dst", DType::kF16, {d.n}, dst.data());
-}
-
-Json make_cast_f16_to_f32(FixtureGen& g, const KernelDims& d) {
-  // Every finite f16 is a candidate: bit patterns below 0x7C00 with either sign.
-  const std::vector<int32_t> r = g.draw_below("src", size_t(d.n), 2 * 0x7C00);
-  std::vector<uint16_t> h(r.size());
-  for (size_t i = 0; i < r.size(); ++i) h[i] = uint16_t((r[i] & 1) << 15 | (r[i] >> 1));
-  const uint16_t specials[] = {0x0000, 0x8000, 0x0001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x3C00};
-  std::copy(std::begin(specials), std::end(specials), h.begin());
-  g.add_raw("src", DType::kF16, {d.n}, h.data());
-  return {{"n", d.n}};
-}
-
-void run_cast_f16_to_f32(FixtureIo<float>& io, const KernelDims& d) {
-  const std::vector<uint16_t> src = io.halves("src");
-  std::vector<float> dst(src.size());
-  for (size_t i = 0; i < src.size(); ++i) dst[i] = f16_bits_to_f32(src[i]);
-  io.put("dst", {d.n}, dst);
-}
 
 // ---- gradient norm -----------------------------------------------------------------------
 
@@ -244,37 +201,10 @@ Tolerance zero_gradient() {
   return close(0, 0, "the gradient is zeroed in the same pass: exactly 0");
 }
 
-Tolerance mirror_tolerance() {
-  return ulps(1,
-              "WGSL leaves the f32→f16 rounding to the implementation (either neighbour of a "
-              "value between two f16s); 0 on a device that rounds to nearest even");
-}
-
-// A kernel with a fixed WGSL bind group: the entry point is the kernel's name, and it
-// exists in float only.
-KernelSpec seed_kernel(const std::string& name, std::string seed,
-                       std::map<std::string, Tolerance> tolerances, std::vector<std::string> cases,
-                       Json (*make)(FixtureGen&, const KernelDims&),
-                       void (*run)(FixtureIo<float>&, const KernelDims&)) {
-  KernelSpec k = record_kernel(name, Family::kBoth, make, run, nullptr);
-  k.twin_seed = std::move(seed);
-  k.tolerances = std::move(tolerances);
-  k.cases = std::move(cases);
-  return k;
-}
-
 KernelSpec adamw_spec(const std::string& name, Json (*make)(FixtureGen&, const KernelDims&),
                       void (*run)(FixtureIo<float>&, const KernelDims&)) {
   return seed_kernel(name, kSeed004, {{"w", weight_tolerance()}, {"g", zero_gradient()}},
                      {"small", "awkward", "nonfinite"}, make, run);
-}
-
-void add_cast_kernels(std::vector<KernelSpec>& v) {
-  v.push_back(seed_kernel("cast_f32_to_f16", kSeed000, {{"dst", mirror_tolerance()}},
-                          {"small", "awkward"}, make_cast_f32_to_f16, run_cast_f32_to_f16));
-  v.push_back(seed_kernel("cast_f16_to_f32", kSeed000,
-                          {{"dst", ulps(0, "every f16 is an f32: the widening is exact")}},
-                          {"small", "awkward"}, make_cast_f16_to_f32, run_cast_f16_to_f32));
 }
 
 void add_grad_norm_kernels(std::vector<KernelSpec>& v) {
@@ -289,7 +219,10 @@ void add_grad_norm_kernels(std::vector<KernelSpec>& v) {
                           {"small", "awkward"}, make_finalize_grad_stats, run_finalize_grad_stats));
 }
 
+}  // namespace
+
 void add_adamw_kernels(std::vector<KernelSpec>& v) {
+  add_grad_norm_kernels(v);
   KernelSpec a = adamw_spec("adamw_update", make_adamw, run_adamw);
   a.tolerances["m"] = a.tolerances["v"] = moment_tolerance();
   v.push_back(a);
@@ -305,14 +238,6 @@ void add_adamw_kernels(std::vector<KernelSpec>& v) {
   e.tolerances["m_scale"] = e.tolerances["v_scale"] =
       ulps(2, "absmax/127 or √vmax/255 of moments that may differ by an ulp");
   v.push_back(e);
-}
-
-}  // namespace
-
-void add_optim_kernels(std::vector<KernelSpec>& v) {
-  add_cast_kernels(v);
-  add_grad_norm_kernels(v);
-  add_adamw_kernels(v);
 }
 
 }  // namespace reftrain
