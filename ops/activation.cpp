@@ -53,6 +53,38 @@ void gelu_backward(T* dx, const T* x, const T* dout, size_t n) {
 namespace {
 constexpr double kSqrtHalf = 0.70710678118654752440084436210485;
 constexpr double kInvSqrt2Pi = 0.39894228040143267793994605993438;
+constexpr double kTwoOverSqrtPi = 1.1283791670955125738961589031215;
+
+// e^y for y ≤ 0 from + − × ÷ and exact operations only, so every ISA computes the same bits
+// (libm's exp and erf differ in the last bit between x86-64 and aarch64, which moves the float
+// reference's rounding): y = k·ln2 + r with |r| ≤ ln2/2, ln2 split in two (Cody and Waite) so r
+// is exact to ~2^-60, e^r by 20 terms of its Taylor series (the last ~1e-28), then ×2^k.
+double exp_nonpositive(double y) {
+  if (y < -745.0) return 0.0;
+  const double k = std::nearbyint(y * 1.4426950408889634);
+  const double r = (y - k * 0.693145751953125) - k * 1.42860682030941723212e-6;
+  double term = 1.0, sum = 1.0;
+  for (int n = 1; n <= 20; ++n) {
+    term = term * r / n;
+    sum += term;
+  }
+  return std::ldexp(sum, int(k));
+}
+
+// erf(x) the same way: erf(a) = 2/√π · e^(−a²) · Σ_n 2^n·a^(2n+1) / (1·3·…·(2n+1)) for
+// a = |x|, a series of positive terms (no cancellation), summed until a term no longer moves the
+// sum; ±1 past |x| = 6, where 1 − erf < 2e-17.
+double erf_portable(double x) {
+  const double a = std::fabs(x);
+  if (a >= 6.0) return std::copysign(1.0, x);
+  const double a2 = a * a;
+  double term = a, sum = a;
+  for (int n = 0; term > sum * 1e-17; ++n) {
+    term = term * (2.0 * a2) / (2 * n + 3);
+    sum += term;
+  }
+  return std::copysign(kTwoOverSqrtPi * exp_nonpositive(-a2) * sum, x);
+}
 }  // namespace
 
 template <typename T>
@@ -60,7 +92,7 @@ void gelu_erf_forward(T* out, const T* x, size_t n) {
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) {
     const T xi = x[i];
-    const T e = T(std::erf(double(xi) * kSqrtHalf));
+    const T e = T(erf_portable(double(xi) * kSqrtHalf));
     out[i] = T(0.5) * xi * (T(1) + e);
   }
 }
@@ -70,8 +102,8 @@ void gelu_erf_backward(T* dx, const T* x, const T* dout, size_t n) {
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) {
     const T xi = x[i];
-    const T e = T(std::erf(double(xi) * kSqrtHalf));
-    const T pdf = T(kInvSqrt2Pi * std::exp(-0.5 * double(xi) * double(xi)));
+    const T e = T(erf_portable(double(xi) * kSqrtHalf));
+    const T pdf = T(kInvSqrt2Pi * exp_nonpositive(-0.5 * double(xi) * double(xi)));
     const T grad = T(0.5) * (T(1) + e) + xi * pdf;
     dx[i] += grad * dout[i];
   }

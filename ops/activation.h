@@ -21,8 +21,9 @@ void gelu_backward(T* dx, const T* x, const T* dout, size_t n);
 
 // GELU, exact form (Hugging Face's "gelu", PyTorch's default nn.GELU()):
 //   gelu_erf(x) = ½·x·(1 + erf(x/√2));  gelu_erf'(x) = ½·(1 + erf(x/√2)) + x·φ(x),
-//   φ(x) = e^(−x²/2)/√(2π). The float reference takes erf in double and rounds once, so its
-//   bits do not depend on the platform's float erf.
+//   φ(x) = e^(−x²/2)/√(2π). The reference takes erf and the exponential in double, from a series
+//   of + − × ÷ (not libm, whose last bits differ between ISAs), and rounds once: the same bits on
+//   every ISA.
 template <typename T>
 void gelu_erf_forward(T* out, const T* x, size_t n);
 // Accumulates (+=) into dx.
