@@ -235,7 +235,7 @@ TEST(GoldenKernelsArch, OneFamilyLeavesTheOtherOut) {
 }
 
 // The json + numpy reader (no safetensors package, no torch): manifest and files agree, the
-// layout is consistent, and numpy float32 recomputes 28 kernels within the manifest's tolerances.
+// layout is consistent, and numpy float32 recomputes 30 kernels within the manifest's tolerances.
 TEST(GoldenFiles, LoadWithJsonAndNumpyOnly) {
   TempDir dir;
   ASSERT_EQ(testing::run_reftrain("golden kernels --out " + dir.file("k")).exit_code, 0);

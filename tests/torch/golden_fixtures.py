@@ -14,6 +14,7 @@ Exits 1 on any failure. Imports json, struct, sys, os, argparse and numpy only.
 """
 import argparse
 import json
+import math
 import os
 import struct
 import sys
@@ -175,6 +176,17 @@ def gelu_backward(t, p):
     return {"dx": t["dx_in"] + t["dout"] * g}
 
 
+def gelu_erf_cdf(x):
+    """Φ(x) = ½(1 + erf(x/√2)) in float32, erf from Python's math (numpy has none)."""
+    return (0.5 * (1.0 + np.vectorize(math.erf)(x.astype(np.float64) / math.sqrt(2)))).astype(F)
+
+
+def gelu_erf_backward(t, p):
+    x = t["x"]
+    pdf = (np.exp(-0.5 * x.astype(np.float64) ** 2) / math.sqrt(2 * math.pi)).astype(F)
+    return {"dx": t["dx_in"] + t["dout"] * (gelu_erf_cdf(x) + x * pdf)}
+
+
 def sigmoid(g):
     e = np.exp(-np.abs(g))
     return np.where(g >= 0, F(1) / (F(1) + e), e / (F(1) + e))
@@ -225,6 +237,8 @@ ORACLES = {
     "attention_backward": attention_backward,
     "gelu_forward": lambda t, p: {"out": F(0.5) * t["x"] * (F(1) + gelu_parts(t["x"])[1])},
     "gelu_backward": gelu_backward,
+    "gelu_erf_forward": lambda t, p: {"out": t["x"] * gelu_erf_cdf(t["x"])},
+    "gelu_erf_backward": gelu_erf_backward,
     "swiglu_forward": lambda t, p: {"out": t["gate"] * sigmoid(t["gate"]) * t["up"]},
     "swiglu_backward": swiglu_backward,
     "crossentropy_forward_backward": crossentropy,
