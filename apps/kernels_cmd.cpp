@@ -141,6 +141,8 @@ one.
    registry line;
 5. `tests/ops/test_<family>.cpp`: fast against reference, and finite differences in double;
 6. `docs/kernels/<page>.md` and `apps/explain/<family>.cpp`: its section and worked example;
+7. `bench/bench_ops.cpp` (or the family's bench): one `add` line, which times the slot of the
+   reference table and of the fast one;
 then regenerate this file and the harness's table (`reftrain kernels --markdown > ops/KERNELS.md`,
 `reftrain kernels --json > tests/webgpu/kernels.json`) and the golden hash list
 (tests/golden/test_golden_bytes.cpp says how).
