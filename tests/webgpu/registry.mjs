@@ -11,6 +11,8 @@ const groups = (n, per = 256) => {
 // One thread per element on the groups() grid, whose index prelude/elementwise.wgsl computes.
 const elementwisePrelude = 'prelude/elementwise.wgsl';
 const elementwise = (file, entry, count = 'n') => ({ file, prelude: elementwisePrelude, entry, dispatch: (p) => groups(p[count]) });
+// The optimizer's: the element-wise grid, then the AdamW element the variants share.
+const optimizer = (file, entry, count = 'n') => ({ ...elementwise(file, entry, count), prelude: [elementwisePrelude, 'prelude/optimizer.wgsl'] });
 
 const rows = (file, entry, count, per = 64) => ({ file, entry, dispatch: (p) => [Math.ceil(count(p) / per)] });
 const grid16 = (file, entry, cols, rows_, per = 16) => ({
@@ -36,12 +38,18 @@ export const linearProducts = {
   linear_backward_weight: { prefix: 'bw', grid: [(p) => p.K, (p) => p.O] },
 };
 
-// The template's substitutions: one entry point per product.
-export const linearTemplate = Object.entries(linearProducts).map(([ENTRY, { prefix }]) => ({ ENTRY, X: prefix }));
+// The template's substitutions: one entry point per product, the f32 products in one module and
+// the two that read the f16 mirror in another (prelude/linear_f16.wgsl), so that the f32 ones
+// compile on an adapter without shader-f16.
+const isF16 = (name) => name.endsWith('_f16');
+export const linearTemplate = (f16) => Object.entries(linearProducts).filter(([name]) => isF16(name) === f16)
+  .map(([ENTRY, { prefix }]) => ({ ENTRY, X: prefix }));
 
 export function linearTwin(form, name) {
   const f = linearForms[form];
-  return { ...grid16(f.file, name, ...linearProducts[name].grid, f.block), prelude: 'prelude/linear.wgsl', template: linearTemplate };
+  const f16 = isF16(name);
+  return { ...grid16(f.file, name, ...linearProducts[name].grid, f.block),
+           prelude: f16 ? 'prelude/linear_f16.wgsl' : 'prelude/linear.wgsl', template: linearTemplate(f16) };
 }
 
 // The attention twins' two forms: materialised (the probabilities written to att, as the
@@ -101,11 +109,11 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     gelu_erf_backward: elementwise('activation.wgsl', 'gelu_erf_backward'),
     swiglu_forward: elementwise('activation.wgsl', 'swiglu_forward'),
     swiglu_backward: elementwise('activation.wgsl', 'swiglu_backward'),
-    reduce_norm_sq: elementwise('optimizer.wgsl', 'reduce_norm_sq'),
-    finalize_grad_stats: { file: 'optimizer.wgsl', prelude: elementwisePrelude, entry: 'finalize_grad_stats', dispatch: () => [1] },
-    adamw_update: { ...elementwise('optimizer.wgsl', 'adamw_update', 'size'), uniforms: ['hp', 'bias'] },
-    adamw_update_f16: { ...elementwise('optimizer.wgsl', 'adamw_update_f16', 'size'), uniforms: ['hp', 'bias'] },
-    adamw_8bit_update: { ...elementwise('optimizer.wgsl', 'adamw_8bit_update', 'size'), uniforms: ['hp', 'bias'] },
+    reduce_norm_sq: optimizer('optimizer.wgsl', 'reduce_norm_sq'),
+    finalize_grad_stats: { ...optimizer('optimizer.wgsl', 'finalize_grad_stats'), dispatch: () => [1] },
+    adamw_update: { ...optimizer('optimizer.wgsl', 'adamw_update', 'size'), uniforms: ['hp', 'bias'] },
+    adamw_update_f16: { ...optimizer('optimizer_f16.wgsl', 'adamw_update_f16', 'size'), uniforms: ['hp', 'bias'] },
+    adamw_8bit_update: { ...optimizer('optimizer.wgsl', 'adamw_8bit_update', 'size'), uniforms: ['hp', 'bias'] },
   };
 }
 

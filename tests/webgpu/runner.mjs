@@ -9,7 +9,7 @@
 // t, which no GPU kernel binds. A manifest output that no pass binds is left out of the result,
 // so `reftrain compare --subset` judges the others.
 import { typedArrayFor } from './safetensors.mjs';
-import { bindGroups, defaultNames, dispatch, moduleFor, plan } from './bind.mjs';
+import { bindGroups, defaultNames, dispatch, legend, moduleFor, passesOf, plan } from './bind.mjs';
 import { twinSource } from './source.mjs';
 
 export { twinSource };
@@ -37,20 +37,23 @@ function upload(device, bytes, usage) {
 // A twin's WGSL must compile: its errors, with line numbers, fail the fixture.
 const compiled = new WeakSet();
 async function checkCompiles(device, twin) {
-  const { module } = moduleFor(device, twin);
-  if (compiled.has(module)) return;
-  const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
-  if (errors.length) {
-    throw new Error(`${twin.file ?? 'WGSL'}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`);
+  for (const { src } of passesOf(twin, [])) {
+    const { module } = moduleFor(device, src);
+    if (compiled.has(module)) continue;
+    const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
+    if (errors.length) {
+      throw new Error(`${src.file ?? 'WGSL'}: ${errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ')}`);
+    }
+    compiled.add(module);
   }
-  compiled.add(module);
 }
 
-// The bytes behind one slot (bind.mjs): a scratch buffer (zeroed, never read back), a scalar
-// from the case's params, or a tensor of the fixture (an `out` zeroed, an `inout` holding
-// `<name>_in`).
+// The bytes behind one slot (bind.mjs): a scratch buffer (zeroed or filled, never read back), a
+// uniform struct packed from the params, a scalar from the case's params, or a tensor of the
+// fixture (an `out` zeroed, an `inout` holding `<name>_in`).
 function slotBytes(entry, caseName, fixture, params, name, slot) {
-  if (slot.scratch !== undefined) return { bytes: new Float32Array(slot.scratch), scratch: true };
+  if (slot.scratch !== undefined) return { bytes: slot.fill ?? new Float32Array(slot.scratch), scratch: true };
+  if (slot.struct) return { bytes: slot.struct, scalar: true };
   const b = slot.binding;
   if (b.role === 'scalar') return { bytes: scalarBytes(b, params[name]), scalar: true };
   const src = fixture.tensors[`${caseName}.${b.role === 'inout' ? `${name}_in` : name}`];
@@ -66,13 +69,17 @@ export async function runCase(device, twin, entry, caseName, fixture) {
   const params = entry.cases[caseName].params;
   await checkCompiles(device, twin);
   device.pushErrorScope('validation');
-  let planned;
+  let planned, thrown;
   try {
     planned = plan(device, twin, entry, defaultNames(entry, boundOnGpu), params);
-  } finally {
-    const perr = await device.popErrorScope();
-    if (perr) throw new Error(`${(twin.passes ?? [twin]).map((p) => p.entry).join('+')}: ${perr.message}`);
+  } catch (e) {
+    thrown = e;
   }
+  const perr = await device.popErrorScope();
+  if (thrown) throw thrown;
+  // Dawn names bindings by number: the legend says which fixture binding each one is.
+  const where = () => `[${legend(entry, planned.passes, planned.slots)}]`;
+  if (perr) throw new Error(`${entry.name}/${caseName}: ${perr.message.trim()} ${where()}`);
   const { slots, passes } = planned;
   const U = GPUBufferUsage;
   const bufs = new Map();
@@ -96,7 +103,7 @@ export async function runCase(device, twin, entry, caseName, fixture) {
   });
   device.queue.submit([enc.finish()]);
   const err = await device.popErrorScope();
-  if (err) throw new Error(`${entry.name}/${caseName}: ${err.message}`);
+  if (err) throw new Error(`${entry.name}/${caseName}: ${err.message.trim()} ${where()}`);
   const out = {};
   for (const { s, staging } of reads) {
     await staging.mapAsync(GPUMapMode.READ);

@@ -1,5 +1,6 @@
 // A twin's WGSL text: `source` as given, else its family's `prelude` (bindings, uniforms, index
-// helpers written once per family) followed by `file`, both read from `dir` (default: kernels/).
+// helpers written once per family; a file or a list of files) followed by `file`, all read from
+// `dir` (default: kernels/).
 // A file may hold one template section, the lines between `//#template` and `//#end`, written
 // once for every element of the twin's `template` (a list of {KEY: text}) with each `{{KEY}}`
 // replaced by its text: one body per form, the products differing only in what is substituted
@@ -31,6 +32,7 @@ export function twinSource(twin) {
   const read = (f) => readFileSync(join(twin.dir ?? kernelDir, f), 'utf8');
   const body = expandTemplate(read(twin.file), twin.template, twin.file);
   if (!twin.prelude) return body;
-  const directives = (body.match(directive) ?? []).join('');
-  return `${directives}${read(twin.prelude)}\n${body.replace(directive, '')}`;
+  const prelude = [twin.prelude].flat().map(read).join('\n');
+  const directives = [...new Set([prelude, body].flatMap((t) => t.match(directive) ?? []))].join('');
+  return `${directives}${prelude.replace(directive, '')}\n${body.replace(directive, '')}`;
 }

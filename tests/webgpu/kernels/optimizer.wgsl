@@ -1,23 +1,15 @@
 // The optimizer kernels over the multi-tensor mega-buffer: the global gradient norm
 // (reduce_norm_sq, finalize_grad_stats) and the fused AdamW step in three variants: fp32 state
 // (adamw_update), the same plus the fp16 weight mirror written in the same pass
-// (adamw_update_f16), and 8-bit state (adamw_8bit_update). Their bind groups are fixed (binding
-// 0 first):
+// (adamw_update_f16, in optimizer_f16.wgsl: only it needs shader-f16), and 8-bit state
+// (adamw_8bit_update). The AdamW element they share is prelude/optimizer.wgsl's. Their bind
+// groups are fixed (binding 0 first):
 //   adamw_update      w, g, m_buf, v_buf (storage rw), grad_stats (storage r), size (uniform u32),
 //                     hp = (lr, β1, β2, wd), bias = (β1ᵗ, β2ᵗ, ε, unused) (uniform vec4<f32>)
 //   adamw_update_f16  the same with an _mp suffix on each name, then dst_w16 (storage rw, f16)
 //   adamw_8bit_update w, g, m_packed, v_packed (u32 words of four 8-bit codes), m_scale, v_scale
 //                     (storage rw, one f32 per 256-element block), grad_stats, size, hp, bias
 // β1ᵗ and β2ᵗ come from the host (pow in double, rounded to f32), so the kernels never see t.
-enable f16;
-
-// The workgroup size, that of the grid flat_id (prelude/elementwise.wgsl) indexes.
-const WG: u32 = 256u;
-
-// WGSL lets a compiler assume no NaN or Inf exist, so the test reads the exponent bits.
-fn is_finite(x: f32) -> bool {
-  return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
-}
 
 // ---- reduce_norm_sq: data (r), result (rw, one f32 as atomic bits), n ---------------------
 
@@ -68,26 +60,6 @@ fn finalize_grad_stats() {
   fg_grad_stats[1] = min(1.0, fg_max_norm / max(norm, 1e-6));
 }
 
-// ---- the AdamW element, shared by the three variants -------------------------------------
-
-struct Step { w: f32, m: f32, v: f32 }
-
-// Every operation rounded on its own, in this order (the reference's): the clip, the moments,
-// the bias corrections as products with reciprocals, the decoupled weight decay.
-fn adamw_element(w: f32, g: f32, m: f32, v: f32, clip: f32, hp: vec4<f32>, bias: vec4<f32>) -> Step {
-  let lr = hp.x;
-  let beta1 = hp.y;
-  let beta2 = hp.z;
-  let wd = hp.w;
-  let grad = select(0.0, g * clip, is_finite(g));
-  let m_new = beta1 * m + (1.0 - beta1) * grad;
-  let v_new = beta2 * v + (1.0 - beta2) * grad * grad;
-  let m_hat = m_new * (1.0 / max(1.0 - bias.x, 1e-12));
-  let v_hat = v_new * (1.0 / max(1.0 - bias.y, 1e-12));
-  let w_new = w - lr * (m_hat / (sqrt(v_hat) + bias.z) + wd * w);
-  return Step(w_new, m_new, v_new);
-}
-
 // ---- adamw_update (8 bindings) ------------------------------------------------------------
 
 @group(0) @binding(0) var<storage, read_write> w: array<f32>;
@@ -108,30 +80,6 @@ fn adamw_update(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_work
   m_buf[i] = s.m;
   v_buf[i] = s.v;
   g[i] = 0.0;
-}
-
-// ---- adamw_update_f16 (9 bindings): the step, then the fp16 mirror of the new weight ------
-
-@group(0) @binding(0) var<storage, read_write> w_mp: array<f32>;
-@group(0) @binding(1) var<storage, read_write> g_mp: array<f32>;
-@group(0) @binding(2) var<storage, read_write> m_buf_mp: array<f32>;
-@group(0) @binding(3) var<storage, read_write> v_buf_mp: array<f32>;
-@group(0) @binding(4) var<storage, read> grad_stats_mp: array<f32>;
-@group(0) @binding(5) var<uniform> size_mp: u32;
-@group(0) @binding(6) var<uniform> hp_mp: vec4<f32>;
-@group(0) @binding(7) var<uniform> bias_mp: vec4<f32>;
-@group(0) @binding(8) var<storage, read_write> dst_w16: array<f16>;
-
-@compute @workgroup_size(256)
-fn adamw_update_f16(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
-  let i = flat_id(gid, nwg);
-  if (i >= size_mp) { return; }
-  let s = adamw_element(w_mp[i], g_mp[i], m_buf_mp[i], v_buf_mp[i], grad_stats_mp[1], hp_mp, bias_mp);
-  w_mp[i] = s.w;
-  m_buf_mp[i] = s.m;
-  v_buf_mp[i] = s.v;
-  g_mp[i] = 0.0;
-  dst_w16[i] = f16(clamp(s.w, -65504.0, 65504.0));
 }
 
 // ---- adamw_8bit_update (10 bindings) ------------------------------------------------------

@@ -1,5 +1,5 @@
 // The linear family's prelude (registry.mjs puts it before linear.wgsl, linear_tiled.wgsl and
-// linear_reg4x4.wgsl): the five products' bindings, in the fixtures' order with N, K, O as u32
+// linear_reg4x4.wgsl): the f32 products' bindings, in the fixtures' order with N, K, O as u32
 // uniforms, and one interface per product through which each form's template
 // (`//#template` in those files) reads it. Every product is C[m,p] (+)= Σ_r A[m,r]·B[r,p]:
 //   linear_forward(_f16)        prefix lf (lh)  m = n, p = o, r = k: A = inp[n,k], B = w[o,k];
@@ -12,9 +12,9 @@
 // X_store(m, p, sum) the output; X_A_R_CONTIGUOUS / X_B_R_CONTIGUOUS whether consecutive r are
 // adjacent in memory (a tiled form stages a tile with consecutive threads along the contiguous
 // axis); X_ROWSUM whether the product also writes A's row sums, through X_store_rowsum(m, s)
-// (a no-op for the four products without, so that one template serves all five).
-enable f16;
-
+// (a no-op for the four products without, so that one template serves all five). The two
+// products that read the f16 mirror (lh, bh) are in linear_f16.wgsl, a module of their own, so
+// that the f32 ones compile on an adapter without shader-f16.
 @group(0) @binding(0) var<storage, read_write> lf_out: array<f32>;
 @group(0) @binding(1) var<storage, read> lf_inp: array<f32>;
 @group(0) @binding(2) var<storage, read> lf_w: array<f32>;
@@ -33,24 +33,6 @@ const lf_B_R_CONTIGUOUS = true;
 const lf_ROWSUM = false;
 fn lf_store_rowsum(m: u32, s: f32) {}
 
-@group(0) @binding(0) var<storage, read_write> lh_out: array<f32>;
-@group(0) @binding(1) var<storage, read> lh_inp: array<f32>;
-@group(0) @binding(2) var<storage, read> lh_w16: array<f16>;
-@group(0) @binding(3) var<storage, read> lh_b: array<f32>;
-@group(0) @binding(4) var<uniform> lh_N: u32;
-@group(0) @binding(5) var<uniform> lh_K: u32;
-@group(0) @binding(6) var<uniform> lh_O: u32;
-fn lh_M() -> u32 { return lh_N; }
-fn lh_P() -> u32 { return lh_O; }
-fn lh_R() -> u32 { return lh_K; }
-fn lh_A(m: u32, r: u32) -> f32 { return lh_inp[m * lh_K + r]; }
-fn lh_B(r: u32, p: u32) -> f32 { return f32(lh_w16[p * lh_K + r]); }
-fn lh_store(m: u32, p: u32, sum: f32) { lh_out[m * lh_O + p] = sum + lh_b[p]; }
-const lh_A_R_CONTIGUOUS = true;
-const lh_B_R_CONTIGUOUS = true;
-const lh_ROWSUM = false;
-fn lh_store_rowsum(m: u32, s: f32) {}
-
 @group(0) @binding(0) var<storage, read_write> bd_dinp: array<f32>;
 @group(0) @binding(1) var<storage, read> bd_dout: array<f32>;
 @group(0) @binding(2) var<storage, read> bd_w: array<f32>;
@@ -67,23 +49,6 @@ const bd_A_R_CONTIGUOUS = true;
 const bd_B_R_CONTIGUOUS = false;
 const bd_ROWSUM = false;
 fn bd_store_rowsum(m: u32, s: f32) {}
-
-@group(0) @binding(0) var<storage, read_write> bh_dinp: array<f32>;
-@group(0) @binding(1) var<storage, read> bh_dout: array<f32>;
-@group(0) @binding(2) var<storage, read> bh_w16: array<f16>;
-@group(0) @binding(3) var<uniform> bh_N: u32;
-@group(0) @binding(4) var<uniform> bh_K: u32;
-@group(0) @binding(5) var<uniform> bh_O: u32;
-fn bh_M() -> u32 { return bh_N; }
-fn bh_P() -> u32 { return bh_K; }
-fn bh_R() -> u32 { return bh_O; }
-fn bh_A(m: u32, r: u32) -> f32 { return bh_dout[m * bh_O + r]; }
-fn bh_B(r: u32, p: u32) -> f32 { return f32(bh_w16[r * bh_K + p]); }
-fn bh_store(m: u32, p: u32, sum: f32) { bh_dinp[m * bh_K + p] += sum; }
-const bh_A_R_CONTIGUOUS = true;
-const bh_B_R_CONTIGUOUS = false;
-const bh_ROWSUM = false;
-fn bh_store_rowsum(m: u32, s: f32) {}
 
 @group(0) @binding(0) var<storage, read_write> bw_dw: array<f32>;
 @group(0) @binding(1) var<storage, read_write> bw_db: array<f32>;

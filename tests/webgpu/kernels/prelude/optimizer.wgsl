@@ -1,0 +1,31 @@
+// The optimizer kernels' prelude (registry.mjs puts it, after prelude/elementwise.wgsl, before
+// optimizer.wgsl and optimizer_f16.wgsl): the workgroup size, the finiteness test and the AdamW
+// element the three AdamW variants share.
+
+// The workgroup size, that of the grid flat_id (prelude/elementwise.wgsl) indexes.
+const WG: u32 = 256u;
+
+// WGSL lets a compiler assume no NaN or Inf exist, so the test reads the exponent bits.
+fn is_finite(x: f32) -> bool {
+  return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// ---- the AdamW element, shared by the three variants -------------------------------------
+
+struct Step { w: f32, m: f32, v: f32 }
+
+// Every operation rounded on its own, in this order (the reference's): the clip, the moments,
+// the bias corrections as products with reciprocals, the decoupled weight decay.
+fn adamw_element(w: f32, g: f32, m: f32, v: f32, clip: f32, hp: vec4<f32>, bias: vec4<f32>) -> Step {
+  let lr = hp.x;
+  let beta1 = hp.y;
+  let beta2 = hp.z;
+  let wd = hp.w;
+  let grad = select(0.0, g * clip, is_finite(g));
+  let m_new = beta1 * m + (1.0 - beta1) * grad;
+  let v_new = beta2 * v + (1.0 - beta2) * grad * grad;
+  let m_hat = m_new * (1.0 / max(1.0 - bias.x, 1e-12));
+  let v_hat = v_new * (1.0 / max(1.0 - bias.y, 1e-12));
+  let w_new = w - lr * (m_hat / (sqrt(v_hat) + bias.z) + wd * w);
+  return Step(w_new, m_new, v_new);
+}
