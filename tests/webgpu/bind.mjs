@@ -25,14 +25,17 @@
 //             holds, 4-byte words, set before every call: zero, or `fill` (a number, or a
 //             function of the params returning a number or a typed array); read-only in the
 //             passes whose `reads` name them
-//   cases     the fixture cases the twin runs (default: all); the others are reported not run
+//   when(params) -> true | false | reason: whether the twin computes the kernel for these params
+//             (default: always); a fixture case it declines is reported not run, with the
+//             reason, and a replay call it declines stops the replay (e.g. a loss without z-loss
+//             declines z ≠ 0)
 // A field not listed here is refused, naming the kernel and the field. A kernel is a
 // kernel-table entry {name, bindings: [{name, role, dtype}]} (kernels.json, or a fixture's
 // manifest entry, which has the same fields).
 import { twinSource } from './source.mjs';
 
 const twinFields = ['source', 'file', 'dir', 'prelude', 'template', 'entry', 'dispatch', 'bindings', 'access',
-                    'layout', 'uniforms', 'structs', 'passes', 'scratch', 'cases'];
+                    'layout', 'uniforms', 'structs', 'passes', 'scratch', 'when'];
 const passFields = ['source', 'file', 'dir', 'prelude', 'template', 'entry', 'dispatch', 'bindings', 'reads', 'access'];
 const sourceFields = ['source', 'file', 'dir', 'prelude', 'template'];
 
@@ -73,7 +76,7 @@ export function checkTwin(kernel, twin) {
   }
   checkAccess(kernel, twin.access, '');
   if (twin.layout !== undefined && twin.layout !== 'auto') fail(kernel, `layout is '${twin.layout}'; the only value is 'auto'`);
-  if (twin.cases !== undefined && !Array.isArray(twin.cases)) fail(kernel, "'cases' must be a list of case names");
+  if (twin.when !== undefined && typeof twin.when !== 'function') fail(kernel, "'when' must be a function of the params");
   for (const [name, fields] of Object.entries(twin.structs ?? {})) {
     if (!Array.isArray(fields)) fail(kernel, `structs.${name} must be a list of [field, type, value?]`);
     for (const [f, type] of fields) {
@@ -161,6 +164,14 @@ export function kindOf(twin, name, slot, pass, kernel) {
   const access = accessOf(pass, name, role === 'in' ? 'read' : 'read_write');
   if (access === 'read' && role !== 'in') fail(kernel, `access of '${name}' is 'read', but the kernel writes it (role ${role})`);
   return access === 'read' ? 'read-only-storage' : 'storage';
+}
+
+// Why the twin declines these params (its `when`), or null when it computes them.
+export function declines(twin, params) {
+  if (!twin.when) return null;
+  const r = twin.when(params);
+  if (r === true) return null;
+  return typeof r === 'string' ? r : `its when() declines ${JSON.stringify(params)}`;
 }
 
 // The workgroup counts of a pass, always three.

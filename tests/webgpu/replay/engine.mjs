@@ -4,7 +4,7 @@
 // twins plus the replay's own, replay.wgsl), bound and dispatched by bind.mjs exactly as the
 // fixture runner binds them: a call gives its views in the kernel table's order (kernels.json),
 // and the registry entry's `bindings`, `uniforms`, `passes` and `scratch` decide the rest.
-import { bindGroups, defaultNames, dispatch, plan } from '../bind.mjs';
+import { bindGroups, declines, defaultNames, dispatch, plan } from '../bind.mjs';
 import { kernelEntry } from '../kernel_table.mjs';
 
 const U = () => GPUBufferUsage;
@@ -25,6 +25,8 @@ export class Engine {
     this.uniforms = new Map();
     this.zeros = new Map();
     this.scratch = new Map();
+    this.fills = new Map();
+    this.dims = {};
   }
 
   // A storage buffer of `bytes` bytes (zeroed), or holding `data` (a typed array).
@@ -61,11 +63,25 @@ export class Engine {
   }
 
   // A registry entry's scratch buffer, shared by every call with that name and size (calls run
-  // one after another) and cleared before each call that binds it.
+  // one after another) and set before each call that binds it: cleared, or copied from a buffer
+  // holding its fill (made once per content).
   scratchView(name, floats) {
     const key = `${name}:${floats}`;
     if (!this.scratch.has(key)) this.scratch.set(key, { ...view(this.storage(floats * 4), 0, floats * 4), scratch: true });
     return this.scratch.get(key);
+  }
+
+  fillBuffer(bytes) {
+    const key = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+    if (!this.fills.has(key)) this.fills.set(key, this.storage(bytes.byteLength, bytes));
+    return this.fills.get(key);
+  }
+
+  // A registry's uniform struct, packed from the call's params (bind.mjs), cached by content.
+  structView(bytes) {
+    const key = `struct:${Buffer.from(bytes).toString('base64')}`;
+    if (!this.uniforms.has(key)) this.uniforms.set(key, { ...view(this.storage(bytes.byteLength, bytes), 0, bytes.byteLength), uniform: true });
+    return this.uniforms.get(key);
   }
 
   // A binding where the view lies when its offset suits the binding type; otherwise a scratch
@@ -80,7 +96,9 @@ export class Engine {
 
   // One call of kernel `name`: `bindings` the views and uniforms in the kernel table's order
   // (kernels.json, without scratch bindings; null where the replay binds nothing: the AdamW step
-  // number t), `params` sizes beyond the call's scalars that a registry's dispatch reads. The
+  // number t), `params` sizes beyond the call's scalars. A registry's dispatch, scratch sizes
+  // and structs see the run's dimensions (`dims`: B, T, C, NH, hs, V, Vp, maxT, F, eps), the
+  // call's scalars and `params`, so every parameter a fixture case of the kernel has. The
   // registry entry binds them by name. `tag` names the call.
   kernel(name, bindings, params = {}, tag = name) {
     const twin = this.registry[name];
@@ -90,11 +108,15 @@ export class Engine {
     if (bindings.length !== names.length) throw new Error(`replay: ${tag} gives ${bindings.length} bindings, ${name} has ${names.length}: ${names}`);
     const views = Object.fromEntries(names.map((n, i) => [n, bindings[i]]));
     const scalars = Object.fromEntries(names.filter((n) => views[n]?.value !== undefined).map((n) => [n, views[n].value]));
-    const all = { ...scalars, ...params };
+    const all = { ...this.dims, ...scalars, ...params };
+    const no = declines(twin, all);
+    if (no) throw new Error(`replay: ${tag}: the registry's ${name} cannot compute this call: ${no}`);
     const { slots, passes } = plan(this.device, twin, kernel, names.filter((n) => views[n]), all);
-    const bound = {}, clears = [];
+    const bound = {}, clears = [], fills = [];
     for (const [n, slot] of slots) {
-      if (slot.scratch !== undefined) clears.push(bound[n] = this.scratchView(n, slot.scratch));
+      if (slot.struct) bound[n] = this.structView(slot.struct);
+      else if (slot.scratch !== undefined && slot.fill) fills.push([this.fillBuffer(slot.fill), bound[n] = this.scratchView(n, slot.scratch)]);
+      else if (slot.scratch !== undefined) clears.push(bound[n] = this.scratchView(n, slot.scratch));
       else if (views[n]) bound[n] = views[n];
       else throw new Error(`replay: ${tag}: the registry binds ${n}, which the replay does not bind`);
     }
@@ -104,7 +126,7 @@ export class Engine {
       if (!resources.has(key)) resources.set(key, this.resource(bound[n], kind, stages));
       return resources.get(key);
     });
-    return { op: 'dispatch', name, tag, views, passes, stages, clears };
+    return { op: 'dispatch', name, tag, views, passes, stages, clears, fills };
   }
 
   clear(v) {
@@ -125,8 +147,9 @@ export class Engine {
     const endPass = () => { if (pass) pass.end(); pass = null; };
     for (const o of ops) {
       if (o.op === 'dispatch') {
-        if (o.stages.length || o.clears.length) endPass();
+        if (o.stages.length || o.clears.length || o.fills.length) endPass();
         for (const v of o.clears) enc.clearBuffer(v.buffer, v.offset, v.size);
+        for (const [f, v] of o.fills) enc.copyBufferToBuffer(f, 0, v.buffer, v.offset, v.size);
         for (const [s, v] of o.stages) enc.copyBufferToBuffer(v.buffer, v.offset, s, 0, v.size);
         pass ??= enc.beginComputePass();
         dispatch(pass, o.passes);

@@ -29,6 +29,9 @@ export function makeContext(E, config, layout, bufs) {
     },
   };
   R.N = R.B * R.T;
+  // Every dimension a fixture case names, for a registry's dispatch and structs (engine.mjs).
+  E.dims = { B: R.B, T: R.T, C: R.C, NH: R.NH, hs: R.C / R.NH, V: R.V, Vp: R.Vp, maxT: m.max_seq,
+             eps: m.norm?.eps, ...(R.F ? { F: R.F } : {}) };
   R.tokens = view(E.storage(R.N * 4), 0, R.N * 4);
   R.targets = view(E.storage(R.N * 4), 0, R.N * 4);
   return R;
