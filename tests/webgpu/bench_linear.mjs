@@ -1,14 +1,17 @@
-// node tests/webgpu/bench_linear.mjs [sizes...]: times the three linear_forward forms
-// (registry.mjs linearForms) at N = K = O = s on the WebGPU device, best of 5 dispatches after
-// a warm-up, each measured from submit to onSubmittedWorkDone. Prints a markdown table.
-import { openDevice } from './gpu.mjs';
+// reftrain-webgpu bench [SIZES...] (or node tests/webgpu/bench_linear.mjs SIZES...): times the
+// three linear_forward forms (registry.mjs linearForms) at N = K = O = s on the WebGPU device,
+// best of 5 dispatches after a warm-up, each measured from submit to onSubmittedWorkDone.
+// Prints a markdown table. Every other kernel's time: `reftrain-webgpu kernels --repeat N` on
+// the fixtures of `reftrain golden kernels --scale large`.
+import { run } from './cli.mjs';
+import { pathToFileURL } from 'node:url';
 import { linearForms, linearTwin } from './registry.mjs';
 import { twinSource } from './runner.mjs';
 
-const sizes = process.argv.slice(2).map(Number).filter((x) => x > 0);
-if (!sizes.length) sizes.push(256, 512, 1024);
-const { device, description } = await openDevice();
-const U = GPUBufferUsage;
+export const usage = 'usage: reftrain-webgpu bench [SIZES...] [--adapter NAME] [--driver lavapipe|system]';
+
+let device;
+let U;
 
 function buffer(bytes, usage) {
   const b = device.createBuffer({ size: bytes.byteLength, usage, mappedAtCreation: true });
@@ -45,15 +48,31 @@ async function time(form, s) {
   return best;
 }
 
-console.log(`device: ${description}\n`);
-console.log(`| N = K = O | ${Object.keys(linearForms).map((f) => `${f} ms (GFLOP/s)`).join(' | ')} |`);
-console.log(`|---|${Object.keys(linearForms).map(() => '---').join('|')}|`);
-for (const s of sizes) {
-  const cells = [];
-  for (const form of Object.keys(linearForms)) {
-    const ms = await time(form, s);
-    cells.push(`${ms.toFixed(1)} (${(2 * s ** 3 / ms / 1e6).toFixed(1)})`);
+export async function main(argv, openDevice) {
+  const i = argv.indexOf('--adapter');
+  const adapter = i >= 0 ? argv[i + 1] : null;
+  const rest = i >= 0 ? [...argv.slice(0, i), ...argv.slice(i + 2)] : argv;
+  const sizes = rest.map(Number);
+  if (sizes.some((x) => !(Number.isInteger(x) && x > 0))) throw Object.assign(new Error(usage), { usage: true });
+  if (!sizes.length) sizes.push(256, 512, 1024);
+  const opened = await openDevice({ adapter });
+  device = opened.device;
+  U = GPUBufferUsage;
+  console.log(`device: ${opened.description}\n`);
+  console.log(`| N = K = O | ${Object.keys(linearForms).map((f) => `${f} ms (GFLOP/s)`).join(' | ')} |`);
+  console.log(`|---|${Object.keys(linearForms).map(() => '---').join('|')}|`);
+  for (const s of sizes) {
+    const cells = [];
+    for (const form of Object.keys(linearForms)) {
+      const ms = await time(form, s);
+      cells.push(`${ms.toFixed(1)} (${(2 * s ** 3 / ms / 1e6).toFixed(1)})`);
+    }
+    console.log(`| ${s} | ${cells.join(' | ')} |`);
   }
-  console.log(`| ${s} | ${cells.join(' | ')} |`);
+  device.destroy();
+  return 0;
 }
-device.destroy();
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  await run('bench', process.argv.slice(2), main, usage);
+}

@@ -218,16 +218,24 @@ export function pipelineFor(device, src, entryPoint, kinds) {
   return pipelines.get(key);
 }
 
-// Which registry name and kernel binding stand behind each @binding of each pass, for the
-// message of a WebGPU error (Dawn's names only binding numbers).
-export function legend(kernel, passes, slots) {
-  const what = (n) => {
+// A WebGPU error in one line, with the registry name and kernel binding behind each @binding it
+// mentions (Dawn names bindings only by number; every binding of every pass when it mentions
+// none).
+export function explainError(kernel, passes, slots, message) {
+  const what = (p, i) => {
+    const n = p.names[i];
     const s = slots.get(n);
-    if (s?.binding) return `${n} (${s.binding.role})`;
-    return s?.struct ? `${n} (struct)` : `${n} (scratch)`;
+    const kind = s?.binding ? `the kernel's ${n} (${s.binding.role})` : s?.struct ? `struct ${n}` : `scratch ${n}`;
+    return `${p.entry} @binding(${i}) is ${kind}${p.kinds ? `, bound as ${p.kinds[i]}` : ''}`;
   };
-  return passes.map((p) => `${p.entry}: ${p.names.map((n, i) => `@binding(${i}) = ${what(n)}${p.kinds ? ` as ${p.kinds[i]}` : ''}`).join(', ')}`)
-    .join('; ');
+  const lines = message.trim().split('\n');
+  const numbers = [...new Set([...message.matchAll(/@binding\((\d+)\)/g)].map((m) => Number(m[1])))];
+  const entry = /entryPoint: "(\w+)"/.exec(message)?.[1];
+  const involved = passes.filter((p) => !entry || p.entry === entry);
+  const legend = involved.flatMap((p) => (numbers.length ? numbers.filter((i) => i < p.names.length) : p.names.map((_, i) => i))
+    .map((i) => what(p, i)));
+  const where = lines.find((l) => /@binding/.test(l))?.replace(/^\s*-\s*/, '');
+  return `${lines[0]}${where ? ` (${where})` : ''} [${legend.join('; ')}]`;
 }
 
 // The twin's plan for one call: {slots, passes: [{entry, names, kinds, groups, pipeline,

@@ -1,26 +1,36 @@
 // The WebGPU test (CTest label `webgpu`): node tests/webgpu/check.mjs REFTRAIN_BIN WORK_DIR
 //  1. for each arch, `reftrain golden kernels`, every fixture through its twin, every linear
-//     fixture in each of the three matmul forms, both attention fixtures in the fused form, and
-//     `reftrain compare` on each result must exit 0 (`--subset` for the fused form, whose
-//     forward writes no att; the test checks it wrote everything else); a fixture without a twin
-//     fails;
-//  2. a twin with a planted bug (residual_forward off by one at the last element) must make
-//     compare exit 1;
-//  3. the f16 cast's checklist on the GPU: saturation, exact 1.0, subnormals, ties to even.
+//     fixture in each of the three matmul forms, both attention fixtures in the fused form: every
+//     case's verdict from the harness (judge.mjs) must be ok, and `reftrain compare` on the
+//     written results must exit 0 and agree with the harness (`--subset` for the fused form,
+//     whose forward writes no att; the test checks it wrote everything else); a fixture without
+//     a twin fails;
+//  2. a twin with a planted bug (residual_forward off by one at the last element) must fail in
+//     the harness and make compare exit 1;
+//  3. the f16 cast's checklist on the GPU: saturation, exact 1.0, subnormals, ties to even;
+//  4. the packaged command (bin/reftrain-webgpu.mjs) as a backend drives it: `--without f16`
+//     passes every f32 case and reports every f16 one not run; `--cases` picks cases; `--repeat
+//     3` fails a kernel whose bits change between runs that one run passes; bad registry entries
+//     (unknown field or kernel, a binding the manifest lacks, a wrong access, a WGSL declaration
+//     unlike the registry's) fail in one line naming the kernel and the field or binding.
 // Any failure, including no WebGPU adapter, exits 1 with the reason.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { openDevice } from './gpu.mjs';
 import { runFixtures } from './kernels.mjs';
 import { makeRegistry, linearProducts } from './registry.mjs';
 import { readSafetensors } from './safetensors.mjs';
 import { runCase } from './runner.mjs';
 
+const here = dirname(fileURLToPath(import.meta.url));
 const [reftrain, work] = process.argv.slice(2);
 if (!reftrain || !work) { console.error('usage: check.mjs REFTRAIN_BIN WORK_DIR'); process.exit(2); }
 const failures = [];
 const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
+
+const last = (text, re) => text.split('\n').filter((l) => re.test(l)).pop() ?? '';
 
 function run(cmd, args) {
   const r = spawnSync(cmd, args, { encoding: 'utf8' });
@@ -46,6 +56,18 @@ function checkFusedNames(arch, fix, out) {
   if (want.sort().join() !== got.sort().join()) fail(`${arch}/fused: attention_forward wrote ${got}, expected ${want}`);
 }
 
+// The harness's verdict must agree with `reftrain compare`'s on the same files: every row ok
+// exactly when compare exits 0.
+function agree(what, rows, fix, out, subset) {
+  const failed = rows.filter((r) => r.verdict !== 'ok');
+  for (const r of failed) fail(`${what}: ${r.kernel}/${r.case} ${r.verdict}: ${r.why}`);
+  const cmp = run(reftrain, ['compare', fix, out, '--quiet', ...(subset ? ['--subset'] : [])]);
+  const verdict = cmp.stdout.trim().split('\n').filter((l) => /within tolerance|past|not within|first/.test(l)).pop();
+  console.log(`${what}: ${rows.length} cases, ${rows.length - failed.length} ok; compare exit ${cmp.status}: ${verdict}`);
+  if (cmp.status !== 0) fail(`${what}: reftrain compare exit ${cmp.status}\n${cmp.stdout}${cmp.stderr}`);
+  if ((cmp.status === 0) !== (failed.length === 0)) fail(`${what}: the harness and reftrain compare disagree`);
+}
+
 async function checkArch(device, arch) {
   const fix = join(work, arch, 'fixtures');
   rmSync(join(work, arch), { recursive: true, force: true });
@@ -53,23 +75,34 @@ async function checkArch(device, arch) {
   if (gen.status !== 0) return fail(`${arch}: reftrain golden kernels: ${gen.stderr}`);
   for (const v of variants) {
     const out = join(work, arch, `out-${v.name}`);
-    const report = await runFixtures(device, fix, out, makeRegistry(v.forms), v.only);
-    for (const f of report.failed) fail(`${arch}/${v.name}: ${f.name} did not run: ${f.error}`);
+    // Every fixture has a twin in every form: a new fixture without one is a `not run` row,
+    // which fails here until it has one.
+    const rows = await runFixtures(device, fix, makeRegistry(v.forms), { only: v.only, out });
+    if (v.name === 'fused' && rows.some((r) => r.kernel === 'attention_forward')) checkFusedNames(arch, fix, out);
     // A form that runs only some fixtures (v.only) is compared on those: compare --subset, with
-    // the count of what ran checked below, since --subset does not notice a file not written.
-    const subset = v.only ? ['--subset'] : [];
-    if (v.name === 'fused' && report.ran.includes('attention_forward')) checkFusedNames(arch, fix, out);
-    const cmp = run(reftrain, ['compare', fix, out, '--quiet', ...subset]);
-    const verdict = cmp.stdout.trim().split('\n').filter((l) => /within tolerance|past|not within|first/.test(l)).pop();
-    console.log(`${arch} ${v.name}: ${report.ran.join(' ')}; compare exit ${cmp.status}: ${verdict}`);
-    if (cmp.status !== 0) fail(`${arch}/${v.name}: reftrain compare exit ${cmp.status}\n${cmp.stdout}${cmp.stderr}`);
-    // Every fixture has a twin in every form: a new fixture without one fails here until it has one.
-    if (report.missing.length) fail(`${arch}/${v.name}: fixtures without a twin: ${report.missing.join(' ')}`);
-    if (v.only && report.ran.length !== v.only.filter((n) => existsSync(join(fix, `${n}.safetensors`))).length) {
-      fail(`${arch}/${v.name}: ran ${report.ran.join(' ')} of ${v.only.join(' ')}`);
+    // the count of what ran checked, since --subset does not notice a file not written.
+    agree(`${arch} ${v.name}`, rows, fix, out, Boolean(v.only));
+    const ran = new Set(rows.map((r) => r.kernel));
+    if (v.only && ran.size !== v.only.filter((n) => existsSync(join(fix, `${n}.safetensors`))).length) {
+      fail(`${arch}/${v.name}: ran ${[...ran].join(' ')} of ${v.only.join(' ')}`);
     }
   }
 }
+
+// residual_forward with a planted nondeterminism: element 0 scaled by 1 + noise·1e-6, far within
+// the tolerance, its bits different whenever the noise is.
+const noisySource = `
+@group(0) @binding(0) var<storage, read_write> out: array<f32>;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<f32>;
+@group(0) @binding(3) var<uniform> n: u32;
+@group(0) @binding(4) var<storage, read_write> noise: array<f32>;
+@compute @workgroup_size(256)
+fn residual_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
+  let i = gid.x + gid.y * nwg.x * 256u;
+  if (i >= n) { return; }
+  out[i] = (a[i] + b[i]) * select(1.0, 1.0 + noise[0] * 1e-6, i == 0u);
+}`;
 
 // A twin with the kind of bug a real kernel has: an off-by-one index at the edge, on one element
 // of the 512 or 1237 (NMSE ~1e-3, far past 1e-9).
@@ -91,10 +124,11 @@ async function checkPlantedBug(device) {
   const out = join(work, 'planted');
   rmSync(out, { recursive: true, force: true });
   const registry = { residual_forward: { ...makeRegistry().residual_forward, source: plantedSource, file: undefined } };
-  const report = await runFixtures(device, fix, out, registry, ['residual_forward']);
-  if (report.ran.length !== 1) return fail(`planted bug: the buggy twin did not run: ${JSON.stringify(report.failed)}`);
-  const cmp = run(reftrain, ['compare', fix, out, '--quiet']);
-  console.log(`planted bug (residual_forward, last element off by one): compare exit ${cmp.status} (1 expected)`);
+  const rows = await runFixtures(device, fix, registry, { only: ['residual_forward'], out });
+  const verdicts = rows.map((r) => r.verdict).join(' ');
+  const cmp = run(reftrain, ['compare', fix, out, '--quiet', '--subset']);
+  console.log(`planted bug (residual_forward, last element off by one): harness ${verdicts}, compare exit ${cmp.status} (FAIL FAIL, 1 expected)`);
+  if (verdicts !== 'FAIL FAIL') fail(`planted bug: the harness said ${verdicts}: ${rows.map((r) => r.why).join('; ')}`);
   if (cmp.status !== 1) fail(`planted bug: compare exit ${cmp.status}, expected 1\n${cmp.stdout}${cmp.stderr}`);
 }
 
@@ -125,13 +159,81 @@ async function checkCast(device) {
     'list.src': { dtype: 'F32', shape: [n], data: new Float32Array(checklist.map((c) => c[0])) },
     'list.dst': { dtype: 'F16', shape: [n], data: new Uint16Array(n) },
   } };
-  const out = await runCase(device, makeRegistry().cast_f32_to_f16, entry, 'list', fixture);
-  const got = out['list.dst'].data;
+  const { tensors } = await runCase(device, makeRegistry().cast_f32_to_f16, entry, 'list', fixture);
+  const got = tensors['list.dst'].data;
   checklist.forEach(([x, want, what], i) => {
     const ok = got[i] === want;
     console.log(`cast ${ok ? 'ok  ' : 'FAIL'} ${what}: 0x${got[i].toString(16).padStart(4, '0')}`);
     if (!ok) fail(`cast checklist: ${what}: got 0x${got[i].toString(16)}, want 0x${want.toString(16)}`);
   });
+}
+
+// The packaged command, driven as a backend project drives it: through a registry file only.
+const bin = join(here, 'bin', 'reftrain-webgpu.mjs');
+const harness = (args) => run(process.execPath, [bin, ...args]);
+
+// A registry file: reftrain's twins, with `entries` (JavaScript source of an object) in place.
+function registryFile(name, entries) {
+  const path = join(work, `${name}.mjs`);
+  writeFileSync(path, `import { makeRegistry } from ${JSON.stringify(pathToFileURL(join(here, 'registry.mjs')).href)};
+const r = makeRegistry();
+export default { ${entries} };
+`);
+  return path;
+}
+
+// `registry` must make the command exit `status` with a one-line error that matches `re`.
+function expectRefused(what, registry, status, re) {
+  const fix = join(work, 'gpt2', 'fixtures');
+  const r = harness(['kernels', fix, '--only', 'residual_forward', '--registry', registry]);
+  const text = `${r.stdout}${r.stderr}`;
+  const line = text.split('\n').find((l) => re.test(l));
+  console.log(`bad registry (${what}): exit ${r.status}: ${line ?? text.trim().split('\n').pop()}`);
+  if (r.status !== status || !line) fail(`bad registry (${what}): exit ${r.status} (want ${status}), no line matching ${re}\n${text}`);
+}
+
+function checkHarness() {
+  const fix = join(work, 'gpt2', 'fixtures');
+  // fp32 without shader-f16: every f32 fixture passes, every f16 one is reported not run.
+  const json = join(work, 'without-f16.json');
+  const r = harness(['kernels', fix, '--without', 'f16', '--json', json]);
+  const rows = existsSync(json) ? JSON.parse(readFileSync(json, 'utf8')).rows : [];
+  const f16 = rows.filter((x) => /_f16|cast_/.test(x.kernel));
+  const bad = rows.filter((x) => (/_f16|cast_/.test(x.kernel) ? x.verdict !== 'not run' || !/shader-f16/.test(x.why) : x.verdict !== 'ok'));
+  console.log(`--without f16: exit ${r.status}; ${rows.length - f16.length} f32 cases ok, ${f16.length} f16 cases not run`);
+  if (r.status !== 0 || !rows.length || !f16.length || bad.length) fail(`--without f16: exit ${r.status}, wrong rows ${JSON.stringify(bad)}\n${r.stdout}${r.stderr}`);
+  // --cases picks cases by name, or one kernel's case.
+  const one = harness(['kernels', fix, '--only', 'crossentropy_forward_backward,residual_forward', '--cases', 'crossentropy_forward_backward:small,awkward']);
+  const picked = one.stdout.split('\n').filter((l) => / ok /.test(l)).map((l) => l.split(/\s+/).slice(0, 2).join('/'));
+  console.log(`--cases: ${picked.join(' ')}`);
+  if (picked.join(' ') !== 'crossentropy_forward_backward/small crossentropy_forward_backward/awkward residual_forward/awkward') {
+    fail(`--cases picked ${picked.join(' ')}\n${one.stdout}${one.stderr}`);
+  }
+  // --repeat: a kernel whose result changes between runs (here its scratch is filled with fresh
+  // noise each run, as uninitialised memory would be) passes one run and fails three.
+  const noisy = registryFile('noisy', `residual_forward: { ...r.residual_forward, file: undefined, prelude: undefined, source: ${JSON.stringify(noisySource)},
+    bindings: ['out', 'a', 'b', 'n', 'noise'], scratch: { noise: { floats: 1, fill: () => Math.random() } } }`);
+  const once = harness(['kernels', fix, '--only', 'residual_forward', '--registry', noisy]);
+  const thrice = harness(['kernels', fix, '--only', 'residual_forward', '--registry', noisy, '--repeat', '3']);
+  console.log(`--repeat: a nondeterministic kernel: exit ${once.status} with 1 run, ${thrice.status} with 3: ${last(thrice.stdout, /nondeterministic/).trim()}`);
+  if (once.status !== 0 || thrice.status !== 1 || !/nondeterministic: run \d changed small\.out element 0/.test(thrice.stdout)) {
+    fail(`--repeat: exit ${once.status} / ${thrice.status}\n${once.stdout}${thrice.stdout}${thrice.stderr}`);
+  }
+  // Bad registry entries: one line naming the kernel and the field.
+  expectRefused('unknown field', registryFile('bad-field', "residual_forward: { ...r.residual_forward, colour: 'red' }"), 1,
+                /^reftrain-webgpu kernels: registry entry residual_forward: unknown field 'colour'/);
+  expectRefused('unknown kernel', registryFile('bad-kernel', 'residual_fwd: r.residual_forward'), 1,
+                /^reftrain-webgpu kernels: registry entry residual_fwd: no such kernel/);
+  expectRefused('binding not in the manifest', registryFile('bad-binding', "residual_forward: { ...r.residual_forward, bindings: ['out', 'a', 'bb', 'n'] }"), 1,
+                /residual_forward .*registry entry residual_forward: binds 'bb', which is neither a binding of the kernel/);
+  expectRefused('wrong access', registryFile('bad-access', "residual_forward: { ...r.residual_forward, access: { out: 'read' } }"), 1,
+                /registry entry residual_forward: access of 'out' is 'read', but the kernel writes it/);
+  expectRefused('bad access value', registryFile('bad-access-value', "residual_forward: { ...r.residual_forward, access: { a: 'write' } }"), 1,
+                /registry entry residual_forward: access of 'a' is 'write', not 'read' or 'read_write'/);
+  // A WGSL binding the registry does not describe: Dawn's error, with the legend of the bindings.
+  expectRefused('WGSL declares a binding read-only that the registry binds read_write',
+                registryFile('bad-wgsl', "residual_forward: { ...r.residual_forward, access: 'read_write' }"), 1,
+                /residual_forward\/small: .*not compatible.*\[residual_forward @binding\([12]\) is the kernel's [ab] \(in\), bound as storage\]/);
 }
 
 mkdirSync(work, { recursive: true });
@@ -140,6 +242,7 @@ console.log(`device: ${description}`);
 for (const arch of ['gpt2', 'llama']) await checkArch(device, arch);
 await checkPlantedBug(device);
 await checkCast(device);
+checkHarness();
 device.destroy();
 console.log(failures.length ? `${failures.length} failure(s)` : 'webgpu: all checks passed');
 process.exit(failures.length ? 1 : 0);

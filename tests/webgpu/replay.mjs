@@ -1,5 +1,6 @@
-// node tests/webgpu/replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES]
-//                              [--registry FILE.mjs]
+// reftrain-webgpu replay GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES]
+//                        [--registry FILE.mjs] [--require f16 | --without f16] [--adapter NAME]
+// (or node tests/webgpu/replay.mjs with the same arguments)
 //
 // Replays a `reftrain golden run` directory from its files alone (config.json, init.safetensors,
 // batches.safetensors) with the WGSL twins on WebGPU: every step's forward, loss, backward and
@@ -14,11 +15,12 @@
 // export maps kernel names to twins as registry.mjs's do (docs/webgpu.md). --dump-step K writes
 // OUT_DIR/step-K.safetensors, every kernel call of step K with its inputs and outputs
 // (replay/dump.mjs): `reftrain compare` of two such dumps names the first call that diverged.
-// Exit: 0 replayed, 1 failed, 2 bad usage.
+// A mixed-precision run on an adapter without shader-f16 (or --without f16) is reported not run
+// (exit 0), unless --require f16. Exit: 0 replayed (or not run), 1 failed, 2 bad usage.
+import { run } from './cli.mjs';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { openDevice } from './gpu.mjs';
 import { makeRegistry } from './registry.mjs';
 import { readSafetensors, writeSafetensors } from './safetensors.mjs';
 import { Engine, view } from './replay/engine.mjs';
@@ -27,21 +29,35 @@ import { buildGpt2 } from './replay/gpt2.mjs';
 import { buildLlama } from './replay/llama.mjs';
 import { buildOptimizer } from './replay/optimizer.mjs';
 import { instrument } from './replay/dump.mjs';
+import { checkTwin } from './bind.mjs';
+import { kernelTable } from './kernel_table.mjs';
 import { f16Bits, shortest } from './replay/numbers.mjs';
 
+export const usage = 'usage: reftrain-webgpu replay GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES] ' +
+  '[--registry FILE.mjs] [--require f16 | --without f16] [--adapter NAME] [--driver lavapipe|system]';
+
 function parseArgs(argv) {
-  const a = { golden: null, out: null, steps: 0, align: 0, registry: null, dumpStep: 0 };
+  const a = { golden: null, out: null, steps: 0, align: 0, registry: null, dumpStep: 0, f16: 'if-available', adapter: null };
+  const value = (i) => {
+    if (i >= argv.length) throw new Error(`${argv[i - 1]} needs a value; ${usage}`);
+    return argv[i];
+  };
   for (let i = 0; i < argv.length; i++) {
     const k = argv[i];
-    if (k === '--out') a.out = argv[++i];
-    else if (k === '--steps') a.steps = Number(argv[++i]);
-    else if (k === '--align') a.align = Number(argv[++i]);
-    else if (k === '--registry') a.registry = argv[++i];
-    else if (k === '--dump-step') a.dumpStep = Number(argv[++i]);
-    else if (!k.startsWith('--') && !a.golden) a.golden = k;
-    else throw new Error(`unknown argument ${k}`);
+    if (k === '--out') a.out = value(++i);
+    else if (k === '--steps') a.steps = Number(value(++i));
+    else if (k === '--align') a.align = Number(value(++i));
+    else if (k === '--registry') a.registry = value(++i);
+    else if (k === '--dump-step') a.dumpStep = Number(value(++i));
+    else if (k === '--adapter') a.adapter = value(++i);
+    else if (k === '--require' || k === '--without') {
+      if (value(++i) !== 'f16') throw new Error(`${k} takes f16, not ${argv[i]}`);
+      a.f16 = k === '--require' ? true : false;
+    } else if (!k.startsWith('--') && !a.golden) a.golden = k;
+    else throw new Error(`unknown argument ${k}; ${usage}`);
   }
-  if (!a.golden || !a.out || !(a.steps >= 0)) throw new Error('usage: replay.mjs GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES] [--registry FILE.mjs]');
+  if (!a.golden || !a.out) throw new Error(usage);
+  if (!(Number.isInteger(a.steps) && a.steps >= 0)) throw new Error(`--steps takes a whole number, not ${a.steps}`);
   return a;
 }
 
@@ -151,12 +167,37 @@ function debugState(g, R, r) {
   return t;
 }
 
-async function main() {
-  const a = parseArgs(process.argv.slice(2));
+// The replay's registry with a backend's entries in place of reftrain's twins: each checked
+// (bind.mjs) and named after a kernel the replay knows, or refused naming the entry.
+async function withOwn(path) {
+  const base = replayRegistry();
+  if (!path) return base;
+  const own = (await import(pathToFileURL(resolve(path)).href)).default;
+  if (!own || typeof own !== 'object') throw new Error(`${path}: its default export is not a registry object`);
+  for (const [name, twin] of Object.entries(own)) {
+    if (!kernelTable().has(name)) throw new Error(`registry entry ${name}: no such kernel (kernels.json lists ${[...kernelTable().keys()].join(', ')})`);
+    checkTwin(name, twin);
+  }
+  return { ...base, ...own };
+}
+
+export async function main(argv, openDevice) {
+  let a;
+  try {
+    a = parseArgs(argv);
+  } catch (e) {
+    throw Object.assign(e, { usage: true });
+  }
   const g = loadGolden(a.golden);
-  const { device, description } = await openDevice({ limits: ['minStorageBufferOffsetAlignment'] });
-  const own = a.registry ? (await import(pathToFileURL(resolve(a.registry)).href)).default : {};
-  const E = new Engine(device, { ...replayRegistry(), ...own }, a.align);
+  const registry = await withOwn(a.registry);
+  const { device, description, f16 } = await openDevice({ f16: a.f16, adapter: a.adapter,
+                                                          limits: ['minStorageBufferOffsetAlignment'] });
+  if (g.config.train.precision === 'mixed' && !f16) {
+    console.log(`not run: ${a.golden} is a mixed-precision run and the adapter (${description}) lacks shader-f16`);
+    device.destroy();
+    return 0;
+  }
+  const E = new Engine(device, registry, a.align);
   device.pushErrorScope('validation');
   const P = buildReplay(E, g);
   if (P.cast.length) device.queue.submit([E.encode(P.cast)]);
@@ -185,9 +226,10 @@ async function main() {
     .reduce((n, o) => n + o.passes.length, 0);
   console.log(`replayed ${steps} steps of ${a.golden} (${m.arch}, ${t.precision}, ${g.config.optimizer.name}) on ${description}: ` +
               `${calls} dispatches, ${ms.toFixed(1)} ms/step -> ${a.out}`);
+  device.destroy();
+  return 0;
 }
 
-main().catch((e) => {
-  console.error(`replay.mjs: ${e.message}`);
-  process.exit(e.message.startsWith('usage') || e.message.startsWith('unknown argument') ? 2 : 1);
-});
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  await run('replay', process.argv.slice(2), main, usage);
+}

@@ -9,7 +9,8 @@
 // t, which no GPU kernel binds. A manifest output that no pass binds is left out of the result,
 // so `reftrain compare --subset` judges the others.
 import { typedArrayFor } from './safetensors.mjs';
-import { bindGroups, defaultNames, dispatch, legend, moduleFor, passesOf, plan } from './bind.mjs';
+import { bindGroups, declines, defaultNames, dispatch, explainError, moduleFor, passesOf, plan } from './bind.mjs';
+import { judgeCase } from './judge.mjs';
 import { twinSource } from './source.mjs';
 
 export { twinSource };
@@ -77,9 +78,8 @@ export async function runCase(device, twin, entry, caseName, fixture) {
   }
   const perr = await device.popErrorScope();
   if (thrown) throw thrown;
-  // Dawn names bindings by number: the legend says which fixture binding each one is.
-  const where = () => `[${legend(entry, planned.passes, planned.slots)}]`;
-  if (perr) throw new Error(`${entry.name}/${caseName}: ${perr.message.trim()} ${where()}`);
+  const dawnError = (e) => new Error(`${entry.name}/${caseName}: ${explainError(entry, planned.passes, planned.slots, e.message)}`);
+  if (perr) throw dawnError(perr);
   const { slots, passes } = planned;
   const U = GPUBufferUsage;
   const bufs = new Map();
@@ -89,45 +89,95 @@ export async function runCase(device, twin, entry, caseName, fixture) {
     s.buffer = upload(device, s.bytes, U.STORAGE | U.UNIFORM | U.COPY_SRC | U.COPY_DST);
     bufs.set(name, s);
   }
-  const enc = device.createCommandEncoder();
+  // The passes alone in one submit, timed from submit to done; the read-backs in another.
   device.pushErrorScope('validation');
   bindGroups(device, passes, (name) => ({ buffer: bufs.get(name).buffer }));
+  const enc = device.createCommandEncoder();
   const pass = enc.beginComputePass();
   dispatch(pass, passes);
   pass.end();
-  // Read back every tensor the twin bound (not scalars, not scratch).
+  const start = performance.now();
+  device.queue.submit([enc.finish()]);
+  await device.queue.onSubmittedWorkDone();
+  const ms = performance.now() - start;
+  // Read back every tensor the twin bound (not scalars, structs or scratch).
+  const copy = device.createCommandEncoder();
   const reads = [...bufs.values()].filter((s) => !s.scalar && !s.scratch).map((s) => {
     const staging = device.createBuffer({ size: s.buffer.size, usage: U.MAP_READ | U.COPY_DST });
-    enc.copyBufferToBuffer(s.buffer, 0, staging, 0, s.buffer.size);
+    copy.copyBufferToBuffer(s.buffer, 0, staging, 0, s.buffer.size);
     return { s, staging };
   });
-  device.queue.submit([enc.finish()]);
+  device.queue.submit([copy.finish()]);
   const err = await device.popErrorScope();
-  if (err) throw new Error(`${entry.name}/${caseName}: ${err.message.trim()} ${where()}`);
-  const out = {};
+  if (err) throw dawnError(err);
+  const tensors = {};
   for (const { s, staging } of reads) {
     await staging.mapAsync(GPUMapMode.READ);
     const bytes = new Uint8Array(staging.getMappedRange()).slice(0, s.like.data.byteLength);
     staging.unmap();
     staging.destroy();
-    out[s.outName] = { dtype: s.like.dtype, shape: s.like.shape, data: typedArrayFor(s.like.dtype, bytes.buffer) };
+    tensors[s.outName] = { dtype: s.like.dtype, shape: s.like.shape, data: typedArrayFor(s.like.dtype, bytes.buffer) };
   }
   for (const s of bufs.values()) s.buffer.destroy();
-  return out;
+  return { tensors, ms };
 }
 
-// Every case of a fixture. Inputs the twin does not bind as storage (uniform tensors, the
-// before-values `<binding>_in`, the step number t) are written back as given, so that the
-// result file has the fixture's tensor names; outputs never are.
-export async function runFixture(device, twin, entry, fixture) {
+// The first tensor element whose bits differ between two runs of a case, or null.
+function firstChange(a, b) {
+  for (const [name, t] of Object.entries(a)) {
+    const x = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    const y = new Uint8Array(b[name].data.buffer, b[name].data.byteOffset, b[name].data.byteLength);
+    const i = x.findIndex((v, k) => v !== y[k]);
+    if (i >= 0) return `${name} element ${Math.floor(i / t.data.BYTES_PER_ELEMENT)}`;
+  }
+  return null;
+}
+
+// One case run `repeat` times: {tensors, ms (the median), changed (null, or the first element
+// whose bits changed between runs: a nondeterministic kernel)}.
+export async function runRepeated(device, twin, entry, caseName, fixture, repeat = 1) {
+  const first = await runCase(device, twin, entry, caseName, fixture);
+  const times = [first.ms];
+  let changed = null;
+  for (let k = 1; k < repeat; k++) {
+    const again = await runCase(device, twin, entry, caseName, fixture);
+    times.push(again.ms);
+    const c = firstChange(first.tensors, again.tensors);
+    if (c && !changed) changed = `run ${k + 1} changed ${c}`;
+  }
+  times.sort((x, y) => x - y);
+  return { tensors: first.tensors, ms: times[Math.floor(times.length / 2)], changed };
+}
+
+// The cases of a fixture that `cases` selects: names, or `kernel:case` for one kernel's case
+// (null: every case).
+export function selectedCases(entry, cases) {
+  const all = Object.keys(entry.cases);
+  if (!cases) return all;
+  return all.filter((c) => cases.includes(c) || cases.includes(`${entry.name}:${c}`));
+}
+
+// Every selected case of a fixture, judged: {result (the tensors to write: the twin's, plus the
+// inputs it does not bind as storage written back as given, so that the file has the fixture's
+// names), rows: [{kernel, case, verdict ('ok' | 'FAIL' | 'not run'), why, nmse, ms, tensors}]}.
+export async function runFixture(device, twin, entry, fixture, { cases = null, repeat = 1 } = {}) {
   const outputs = new Set(entry.bindings.filter((b) => b.role === 'out' || b.role === 'inout').map((b) => b.name));
-  const result = {};
-  for (const caseName of Object.keys(entry.cases)) {
-    Object.assign(result, await runCase(device, twin, entry, caseName, fixture));
+  const result = {}, rows = [];
+  for (const caseName of selectedCases(entry, cases)) {
+    const row = { kernel: entry.name, case: caseName };
+    rows.push(row);
+    const no = declines(twin, entry.cases[caseName].params);
+    if (no) { Object.assign(row, { verdict: 'not run', why: `the registry declines it: ${no}` }); continue; }
+    const r = await runRepeated(device, twin, entry, caseName, fixture, repeat);
+    const j = judgeCase(entry, caseName, fixture, r.tensors);
+    const bad = j.rows.find((t) => !t.pass);
+    Object.assign(row, { verdict: j.pass && !r.changed ? 'ok' : 'FAIL', nmse: j.nmse, ms: r.ms, tensors: j.rows,
+                         why: r.changed ? `nondeterministic: ${r.changed}` : bad ? `${bad.name} past tolerance (nmse ${bad.nmse.toExponential(2)}, ${(100 * bad.used).toFixed(0)}% of it used, worst element ${bad.worst})` : '' });
+    Object.assign(result, r.tensors);
     for (const [name, t] of Object.entries(fixture.tensors)) {
       const [c, binding] = [name.slice(0, name.indexOf('.')), name.slice(name.indexOf('.') + 1)];
       if (c === caseName && !outputs.has(binding) && !(name in result)) result[name] = t;
     }
   }
-  return result;
+  return { result, rows };
 }

@@ -1,5 +1,5 @@
-// Host-side number helpers of the replay: the f16 rounding the mirror must equal, and the
-// shortest decimal of an f32 (how reftrain writes the trace's numbers).
+// Host-side number helpers of the replay and the judge: the f16 rounding the mirror must equal,
+// its widening, and the shortest decimal of an f32 (how reftrain writes the trace's numbers).
 const f = new Float32Array(1);
 const bits = new Uint32Array(f.buffer);
 
@@ -31,4 +31,11 @@ export function shortest(x) {
     if (Math.fround(Number(s)) === v) return String(Number(s));
   }
   return String(v);
+}
+
+// The value of f16 bits (exact: every f16 is an f32).
+export function halfToFloat(h) {
+  const sign = h & 0x8000 ? -1 : 1, e = (h >>> 10) & 0x1f, m = h & 0x3ff;
+  if (e === 0x1f) return m ? NaN : sign * Infinity;
+  return sign * (e === 0 ? m * 2 ** -24 : (1 + m / 1024) * 2 ** (e - 15));
 }
