@@ -25,17 +25,20 @@
 //             holds, 4-byte words, set before every call: zero, or `fill` (a number, or a
 //             function of the params returning a number or a typed array); read-only in the
 //             passes whose `reads` name them
+//   zero      outputs (role out) the kernel accumulates into, so needs zeroed before it runs; any
+//             other output starts as NaN bytes (0xff) in the fixtures, so that a kernel that reads
+//             an output it was meant only to write fails there rather than in a replay
 //   when(params) -> true | false | reason: whether the twin computes the kernel for these params
 //             (default: always); a fixture case it declines is reported not run, with the
 //             reason, and a replay call it declines stops the replay (e.g. a loss without z-loss
-//             declines z ≠ 0)
+//             declines z ≠ 0); the replay runs reftrain's twin for such a call and says so
 // A field not listed here is refused, naming the kernel and the field. A kernel is a
 // kernel-table entry {name, bindings: [{name, role, dtype}]} (kernels.json, or a fixture's
 // manifest entry, which has the same fields).
 import { twinSource } from './source.mjs';
 
 const twinFields = ['source', 'file', 'dir', 'prelude', 'template', 'entry', 'dispatch', 'bindings', 'access',
-                    'layout', 'uniforms', 'structs', 'passes', 'scratch', 'when'];
+                    'layout', 'uniforms', 'structs', 'passes', 'scratch', 'zero', 'when'];
 const passFields = ['source', 'file', 'dir', 'prelude', 'template', 'entry', 'dispatch', 'bindings', 'reads', 'access'];
 const sourceFields = ['source', 'file', 'dir', 'prelude', 'template'];
 
@@ -77,6 +80,7 @@ export function checkTwin(kernel, twin) {
   checkAccess(kernel, twin.access, '');
   if (twin.layout !== undefined && twin.layout !== 'auto') fail(kernel, `layout is '${twin.layout}'; the only value is 'auto'`);
   if (twin.when !== undefined && typeof twin.when !== 'function') fail(kernel, "'when' must be a function of the params");
+  if (twin.zero !== undefined && !Array.isArray(twin.zero)) fail(kernel, "'zero' must be a list of output names");
   for (const [name, fields] of Object.entries(twin.structs ?? {})) {
     if (!Array.isArray(fields)) fail(kernel, `structs.${name} must be a list of [field, type, value?]`);
     for (const [f, type] of fields) {
@@ -87,14 +91,14 @@ export function checkTwin(kernel, twin) {
 }
 
 // The twin's passes, each {entry, names, dispatch, reads, access, src}: `passes` when it has
-// several, else its one entry point. `src` holds the pass's source fields (the twin's, with the
-// pass's own in their place).
+// several, else its one entry point. `src` holds the pass's source fields: the twin's, or the
+// pass's own when it names a `file` or `source` (with the twin's `dir` unless it has its own).
 export function passesOf(twin, defaults) {
   const passes = twin.passes ?? [{ entry: twin.entry, bindings: twin.bindings, dispatch: twin.dispatch }];
   const base = Object.fromEntries(sourceFields.map((f) => [f, twin[f]]));
   return passes.map((p) => {
-    const own = sourceFields.some((f) => p[f] !== undefined);
-    const src = own ? Object.fromEntries(sourceFields.map((f) => [f, p[f]])) : base;
+    const own = p.file !== undefined || p.source !== undefined;
+    const src = own ? { ...Object.fromEntries(sourceFields.map((f) => [f, p[f]])), dir: p.dir ?? twin.dir } : base;
     return { entry: p.entry, names: p.bindings ?? twin.bindings ?? defaults, dispatch: p.dispatch, reads: p.reads ?? [],
              access: p.access ?? twin.access, src };
   });

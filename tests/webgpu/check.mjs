@@ -10,7 +10,8 @@
 //  3. the f16 cast's checklist on the GPU: saturation, exact 1.0, subnormals, ties to even;
 //  4. the packaged command (bin/reftrain-webgpu.mjs) as a backend drives it: `--without f16`
 //     passes every f32 case and reports every f16 one not run; `--cases` picks cases; `--repeat
-//     3` fails a kernel whose bits change between runs that one run passes; bad registry entries
+//     3` fails a kernel whose bits change between runs that one run passes; a kernel that adds
+//     into an output fails unless its entry asks for it zeroed (`zero`); bad registry entries
 //     (unknown field or kernel, a binding the manifest lacks, a wrong access, a WGSL declaration
 //     unlike the registry's) fail in one line naming the kernel and the field or binding.
 // Any failure, including no WebGPU adapter, exits 1 with the reason.
@@ -103,6 +104,10 @@ fn residual_forward(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_
   if (i >= n) { return; }
   out[i] = (a[i] + b[i]) * select(1.0, 1.0 + noise[0] * 1e-6, i == 0u);
 }`;
+
+// residual_forward adding into its output, as a kernel whose caller zeroes the output would.
+const accumulatingSource = noisySource.replace('@group(0) @binding(4) var<storage, read_write> noise: array<f32>;\n', '')
+  .replace('out[i] = (a[i] + b[i]) * select(1.0, 1.0 + noise[0] * 1e-6, i == 0u);', 'out[i] += a[i] + b[i];');
 
 // A twin with the kind of bug a real kernel has: an off-by-one index at the edge, on one element
 // of the 512 or 1237 (NMSE ~1e-3, far past 1e-9).
@@ -219,6 +224,13 @@ function checkHarness() {
   if (once.status !== 0 || thrice.status !== 1 || !/nondeterministic: run \d changed small\.out element 0/.test(thrice.stdout)) {
     fail(`--repeat: exit ${once.status} / ${thrice.status}\n${once.stdout}${thrice.stdout}${thrice.stderr}`);
   }
+  // An output the kernel reads before writing (+= into `out`) fails its fixture, which fills
+  // outputs with NaN bytes, unless the entry's `zero` asks for it zeroed (as the replay then does).
+  const acc = "{ ...r.residual_forward, file: undefined, prelude: undefined, source: " + JSON.stringify(accumulatingSource);
+  const plusEq = harness(['kernels', fix, '--only', 'residual_forward', '--registry', registryFile('accumulating', `residual_forward: ${acc} }`)]);
+  const zeroed = harness(['kernels', fix, '--only', 'residual_forward', '--registry', registryFile('accumulating-zeroed', `residual_forward: ${acc}, zero: ['out'] }`)]);
+  console.log(`an output accumulated into: exit ${plusEq.status}; with zero: ['out']: exit ${zeroed.status}`);
+  if (plusEq.status !== 1 || zeroed.status !== 0) fail(`accumulated output: exit ${plusEq.status} / ${zeroed.status} (want 1 / 0)\n${plusEq.stdout}${zeroed.stdout}`);
   // Bad registry entries: one line naming the kernel and the field.
   expectRefused('unknown field', registryFile('bad-field', "residual_forward: { ...r.residual_forward, colour: 'red' }"), 1,
                 /^reftrain-webgpu kernels: registry entry residual_forward: unknown field 'colour'/);

@@ -109,7 +109,8 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     gelu_erf_backward: elementwise('activation.wgsl', 'gelu_erf_backward'),
     swiglu_forward: elementwise('activation.wgsl', 'swiglu_forward'),
     swiglu_backward: elementwise('activation.wgsl', 'swiglu_backward'),
-    reduce_norm_sq: optimizer('optimizer.wgsl', 'reduce_norm_sq'),
+    // Its workgroups add their partial sums into `result` atomically: it needs zeroing first.
+    reduce_norm_sq: { ...optimizer('optimizer.wgsl', 'reduce_norm_sq'), zero: ['result'] },
     finalize_grad_stats: { ...optimizer('optimizer.wgsl', 'finalize_grad_stats'), dispatch: () => [1] },
     adamw_update: { ...optimizer('optimizer.wgsl', 'adamw_update', 'size'), uniforms: ['hp', 'bias'] },
     adamw_update_f16: { ...optimizer('optimizer_f16.wgsl', 'adamw_update_f16', 'size'), uniforms: ['hp', 'bias'] },

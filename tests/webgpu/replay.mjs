@@ -197,7 +197,7 @@ export async function main(argv, openDevice) {
     device.destroy();
     return 0;
   }
-  const E = new Engine(device, registry, a.align);
+  const E = new Engine(device, registry, a.align, replayRegistry());
   device.pushErrorScope('validation');
   const P = buildReplay(E, g);
   if (P.cast.length) device.queue.submit([E.encode(P.cast)]);
@@ -226,6 +226,9 @@ export async function main(argv, openDevice) {
     .reduce((n, o) => n + o.passes.length, 0);
   console.log(`replayed ${steps} steps of ${a.golden} (${m.arch}, ${t.precision}, ${g.config.optimizer.name}) on ${description}: ` +
               `${calls} dispatches, ${ms.toFixed(1)} ms/step -> ${a.out}`);
+  // Calls the registry declined ran reftrain's twins: said, never silent.
+  const declined = [...new Set(E.fallbacks.map((f) => `${f.name} (${f.why})`))];
+  if (declined.length) console.log(`reftrain's twin ran the registry's declined calls (${E.fallbacks.length} a step): ${declined.join('; ')}`);
   device.destroy();
   return 0;
 }

@@ -51,8 +51,9 @@ async function checkCompiles(device, twin) {
 
 // The bytes behind one slot (bind.mjs): a scratch buffer (zeroed or filled, never read back), a
 // uniform struct packed from the params, a scalar from the case's params, or a tensor of the
-// fixture (an `out` zeroed, an `inout` holding `<name>_in`).
-function slotBytes(entry, caseName, fixture, params, name, slot) {
+// fixture (an `inout` holding `<name>_in`; an `out` NaN bytes, or zeroed when the twin's `zero`
+// names it).
+function slotBytes(twin, entry, caseName, fixture, params, name, slot) {
   if (slot.scratch !== undefined) return { bytes: slot.fill ?? new Float32Array(slot.scratch), scratch: true };
   if (slot.struct) return { bytes: slot.struct, scalar: true };
   const b = slot.binding;
@@ -60,7 +61,7 @@ function slotBytes(entry, caseName, fixture, params, name, slot) {
   const src = fixture.tensors[`${caseName}.${b.role === 'inout' ? `${name}_in` : name}`];
   const ref = fixture.tensors[`${caseName}.${name}`];
   if (!ref && !src) throw new Error(`${entry.name}/${caseName}: no tensor for binding ${name}`);
-  const bytes = b.role === 'out' ? new Uint8Array(ref.data.byteLength) : src.data;
+  const bytes = b.role === 'out' ? new Uint8Array(ref.data.byteLength).fill((twin.zero ?? []).includes(name) ? 0 : 0xff) : src.data;
   return { bytes, outName: `${caseName}.${name}`, like: ref ?? src };
 }
 
@@ -84,7 +85,7 @@ export async function runCase(device, twin, entry, caseName, fixture) {
   const U = GPUBufferUsage;
   const bufs = new Map();
   for (const [name, slot] of slots) {
-    const s = slotBytes(entry, caseName, fixture, params, name, slot);
+    const s = slotBytes(twin, entry, caseName, fixture, params, name, slot);
     // Every buffer may be bound as storage or uniform (a twin's `uniforms` decides).
     s.buffer = upload(device, s.bytes, U.STORAGE | U.UNIFORM | U.COPY_SRC | U.COPY_DST);
     bufs.set(name, s);

@@ -17,9 +17,13 @@ export const view = (buffer, offset = 0, size = buffer.size) => ({ buffer, offse
 export class Engine {
   // `align`: bind sub-ranges only at multiples of this many bytes (default: the device's
   // minStorageBufferOffsetAlignment; a larger one exercises the staged copies).
-  constructor(device, registry, align = 0) {
+  // `fallback`: the registry whose entry runs a call that `registry`'s declines (its `when`);
+  // every such call is listed in `fallbacks`.
+  constructor(device, registry, align = 0, fallback = null) {
     this.device = device;
     this.registry = registry;
+    this.fallback = fallback;
+    this.fallbacks = [];
     this.align = Math.max(align, device.limits.minStorageBufferOffsetAlignment);
     this.uniformAlign = Math.max(align, device.limits.minUniformBufferOffsetAlignment);
     this.uniforms = new Map();
@@ -90,7 +94,7 @@ export class Engine {
   resource(v, kind, stages) {
     if (v.offset % (kind === 'uniform' ? this.uniformAlign : this.align) === 0) return { buffer: v.buffer, offset: v.offset, size: v.size };
     const scratch = this.storage(v.size);
-    stages.push([scratch, v, kind === 'storage']);
+    stages.push([scratch, v, kind !== 'read-only-storage' && kind !== 'uniform']);  // 'auto': may be written
     return { buffer: scratch, offset: 0, size: v.size };
   }
 
@@ -101,7 +105,7 @@ export class Engine {
   // call's scalars and `params`, so every parameter a fixture case of the kernel has. The
   // registry entry binds them by name. `tag` names the call.
   kernel(name, bindings, params = {}, tag = name) {
-    const twin = this.registry[name];
+    let twin = this.registry[name];
     if (!twin) throw new Error(`replay: no kernel ${name}`);
     const kernel = kernelEntry(name);
     const names = defaultNames(kernel);
@@ -110,10 +114,15 @@ export class Engine {
     const scalars = Object.fromEntries(names.filter((n) => views[n]?.value !== undefined).map((n) => [n, views[n].value]));
     const all = { ...this.dims, ...scalars, ...params };
     const no = declines(twin, all);
-    if (no) throw new Error(`replay: ${tag}: the registry's ${name} cannot compute this call: ${no}`);
+    if (no) {
+      if (!this.fallback?.[name] || declines(this.fallback[name], all)) throw new Error(`replay: ${tag}: the registry's ${name} cannot compute this call: ${no}`);
+      this.fallbacks.push({ tag, name, why: no });
+      twin = this.fallback[name];
+    }
     const { slots, passes } = plan(this.device, twin, kernel, names.filter((n) => views[n]), all);
     const bound = {}, clears = [], fills = [];
     for (const [n, slot] of slots) {
+      if ((twin.zero ?? []).includes(n) && views[n]) clears.push(views[n]);
       if (slot.struct) bound[n] = this.structView(slot.struct);
       else if (slot.scratch !== undefined && slot.fill) fills.push([this.fillBuffer(slot.fill), bound[n] = this.scratchView(n, slot.scratch)]);
       else if (slot.scratch !== undefined) clears.push(bound[n] = this.scratchView(n, slot.scratch));
