@@ -59,7 +59,8 @@ export async function openDevice({ f16 = 'if-available', adapter: name = null, l
   ensureDriverEnv();
   const { create, globals } = await import('webgpu');
   Object.assign(globalThis, globals);
-  dawn = create(name ? [`adapter=${name}`] : []);
+  // Dawn quantizes timestamps by default (a browser's defence against timing attacks).
+  dawn = create([...(name ? [`adapter=${name}`] : []), 'disable-dawn-features=timestamp_quantization']);
   const adapter = await dawn.requestAdapter();
   if (!adapter) {
     throw new Error('WebGPU: requestAdapter() returned null — Dawn found no usable Vulkan driver ' +
@@ -68,7 +69,9 @@ export async function openDevice({ f16 = 'if-available', adapter: name = null, l
   }
   const hasF16 = adapter.features.has('shader-f16');
   if (f16 === true && !hasF16) throw new Error('WebGPU adapter lacks shader-f16, which --require f16 asks for');
-  const features = hasF16 && f16 !== false ? ['shader-f16'] : [];
+  // timestamp-query where the adapter has it: the harness times each case's pass on the GPU.
+  const features = [...(hasF16 && f16 !== false ? ['shader-f16'] : []),
+                    ...(adapter.features.has('timestamp-query') ? ['timestamp-query'] : [])];
   const device = await adapter.requestDevice({
     requiredFeatures: features,
     requiredLimits: { maxStorageBuffersPerShaderStage: adapter.limits.maxStorageBuffersPerShaderStage,
@@ -86,5 +89,5 @@ export async function openDevice({ f16 = 'if-available', adapter: name = null, l
   const info = adapter.info ?? {};
   const description = `${info.vendor ?? ''} ${info.architecture ?? ''} ${info.device ?? ''} ${info.description ?? ''}`
     .replace(/\s+/g, ' ').trim();
-  return { device, adapter, description, f16: features.length > 0 };
+  return { device, adapter, description, f16: features.includes('shader-f16') };
 }

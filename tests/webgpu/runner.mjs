@@ -65,6 +65,28 @@ function slotBytes(twin, entry, caseName, fixture, params, name, slot) {
   return { bytes, outName: `${caseName}.${name}`, like: ref ?? src };
 }
 
+// Two timestamps around a compute pass: {writes (for beginComputePass), resolve(encoder),
+// ms() -> the pass's GPU time in milliseconds, once the submit is done}.
+function timestamps(device) {
+  const querySet = device.createQuerySet({ type: 'timestamp', count: 2 });
+  const resolved = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+  const read = device.createBuffer({ size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  return {
+    writes: { querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
+    resolve: (enc) => {
+      enc.resolveQuerySet(querySet, 0, 2, resolved, 0);
+      enc.copyBufferToBuffer(resolved, 0, read, 0, 16);
+    },
+    ms: async () => {
+      await read.mapAsync(GPUMapMode.READ);
+      const [t0, t1] = new BigUint64Array(read.getMappedRange().slice(0));
+      read.unmap();
+      for (const b of [querySet, resolved, read]) b.destroy();
+      return Number(t1 - t0) / 1e6;
+    },
+  };
+}
+
 // One case of a fixture: {tensors: {name: {dtype, shape, data}}} for the case's names. Every
 // pass runs in one command buffer, in order, on buffers shared by name.
 export async function runCase(device, twin, entry, caseName, fixture) {
@@ -90,17 +112,20 @@ export async function runCase(device, twin, entry, caseName, fixture) {
     s.buffer = upload(device, s.bytes, U.STORAGE | U.UNIFORM | U.COPY_SRC | U.COPY_DST);
     bufs.set(name, s);
   }
-  // The passes alone in one submit, timed from submit to done; the read-backs in another.
+  // The passes alone in one submit; the read-backs in another. Timed by the GPU's timestamps
+  // around the compute pass where the device has timestamp-query, else from submit to done.
   device.pushErrorScope('validation');
   bindGroups(device, passes, (name) => ({ buffer: bufs.get(name).buffer }));
   const enc = device.createCommandEncoder();
-  const pass = enc.beginComputePass();
+  const stamps = device.features.has('timestamp-query') ? timestamps(device) : null;
+  const pass = enc.beginComputePass(stamps ? { timestampWrites: stamps.writes } : {});
   dispatch(pass, passes);
   pass.end();
+  if (stamps) stamps.resolve(enc);
   const start = performance.now();
   device.queue.submit([enc.finish()]);
   await device.queue.onSubmittedWorkDone();
-  const ms = performance.now() - start;
+  const ms = stamps ? await stamps.ms() : performance.now() - start;
   // Read back every tensor the twin bound (not scalars, structs or scratch).
   const copy = device.createCommandEncoder();
   const reads = [...bufs.values()].filter((s) => !s.scalar && !s.scratch).map((s) => {
