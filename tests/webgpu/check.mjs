@@ -15,7 +15,7 @@
 //     (unknown field or kernel, a binding the manifest lacks, a wrong access, a WGSL declaration
 //     unlike the registry's) fail in one line naming the kernel and the field or binding.
 // Any failure, including no WebGPU adapter, exits 1 with the reason.
-import { spawnSync } from 'node:child_process';
+import { fail, finish, last, run } from './check_util.mjs';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -28,16 +28,6 @@ import { runCase } from './runner.mjs';
 const here = dirname(fileURLToPath(import.meta.url));
 const [reftrain, work] = process.argv.slice(2);
 if (!reftrain || !work) { console.error('usage: check.mjs REFTRAIN_BIN WORK_DIR'); process.exit(2); }
-const failures = [];
-const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
-
-const last = (text, re) => text.split('\n').filter((l) => re.test(l)).pop() ?? '';
-
-function run(cmd, args) {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  if (r.error) throw r.error;
-  return r;
-}
 
 // The registries the test runs, each on the fixtures its forms change: the naive products and
 // the materialised attention on every fixture, then every linear fixture in the two other
@@ -256,5 +246,4 @@ await checkPlantedBug(device);
 await checkCast(device);
 checkHarness();
 device.destroy();
-console.log(failures.length ? `${failures.length} failure(s)` : 'webgpu: all checks passed');
-process.exit(failures.length ? 1 : 0);
+finish('webgpu: all checks passed');

@@ -12,7 +12,7 @@
 //     kernel-call dump within tolerance of reftrain's, call by call (--first-divergence).
 //     llama-tiny trains with z-loss, which the example's loss declines: the replay must say that
 //     reftrain's twin ran the loss (and tiny, without z-loss, must not).
-import { spawnSync } from 'node:child_process';
+import { fail, finish, last, run } from './check_util.mjs';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,15 +22,7 @@ const [reftrain, work] = process.argv.slice(2);
 if (!reftrain || !work) { console.error('usage: check_llmc.mjs REFTRAIN_BIN WORK_DIR'); process.exit(2); }
 const registry = join(here, 'examples', 'llmc', 'registry.mjs');
 const bin = join(here, 'bin', 'reftrain-webgpu.mjs');
-const failures = [];
-const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
-const run = (cmd, args) => {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  if (r.error) throw r.error;
-  return r;
-};
 const harness = (args) => run(process.execPath, [bin, ...args]);
-const last = (text, re) => text.split('\n').filter((l) => re.test(l)).pop() ?? '';
 
 const own = Object.keys((await import(registry)).default);
 
@@ -75,5 +67,4 @@ function checkReplay(preset) {
 
 checkFixtures();
 for (const preset of ['tiny', 'llama-tiny']) checkReplay(preset);
-console.log(failures.length ? `${failures.length} failure(s)` : 'webgpu llm.c example: all checks passed');
-process.exit(failures.length ? 1 : 0);
+finish('webgpu llm.c example: all checks passed');

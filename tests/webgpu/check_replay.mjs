@@ -18,7 +18,7 @@
 //     with its bindings in another order, one with an input bound as a uniform) passes the kernel
 //     fixtures (kernels.mjs, `compare --subset`) and replays gpt2 and llama within the drift gate,
 //     their step-1 call dumps matching reftrain's, with the fused backward's extra dispatches.
-import { spawnSync } from 'node:child_process';
+import { fail, finish, last, run } from './check_util.mjs';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,15 +26,7 @@ import { fileURLToPath } from 'node:url';
 const here = dirname(fileURLToPath(import.meta.url));
 const [reftrain, work] = process.argv.slice(2);
 if (!reftrain || !work) { console.error('usage: check_replay.mjs REFTRAIN_BIN WORK_DIR'); process.exit(2); }
-const failures = [];
-const fail = (what) => { failures.push(what); console.log(`FAIL ${what}`); };
-const run = (cmd, args) => {
-  const r = spawnSync(cmd, args, { encoding: 'utf8' });
-  if (r.error) throw r.error;
-  return r;
-};
 const replay = (golden, out, extra = []) => run(process.execPath, [join(here, 'replay.mjs'), golden, '--out', out, ...extra]);
-const last = (text, re) => text.split('\n').filter((l) => re.test(l)).pop() ?? '';
 
 function golden(preset, precision, optimizer) {
   const dir = join(work, `golden-${preset}-${precision}-${optimizer}`);
@@ -220,6 +212,5 @@ checkStaged();
 checkPlanted();
 checkBisection();
 checkRegistry();
-console.log(`${((Date.now() - start) / 1000).toFixed(1)} s; ` +
-            (failures.length ? `${failures.length} failure(s)` : 'webgpu replay: all checks passed'));
-process.exit(failures.length ? 1 : 0);
+console.log(`${((Date.now() - start) / 1000).toFixed(1)} s`);
+finish('webgpu replay: all checks passed');

@@ -29,3 +29,28 @@ export async function run(name, argv, main, usage) {
     process.exit(e.usage ? 2 : 1);
   }
 }
+
+// A command's arguments: `options` maps a flag to [key, convert] (convert: String by default);
+// `--require f16` / `--without f16` set `f16` to true / false; the one argument without a flag
+// goes to `positional`. Errors carry `usage`, so run() exits 2.
+export function parseOptions(argv, { usage, options, positional, defaults }) {
+  const a = { ...defaults, f16: 'if-available', [positional]: null };
+  const bad = (what) => Object.assign(new Error(what), { usage: true });
+  for (let i = 0; i < argv.length; i++) {
+    const k = argv[i];
+    const value = () => {
+      if (++i >= argv.length) throw bad(`${k} needs a value; ${usage}`);
+      return argv[i];
+    };
+    if (options[k]) {
+      const [key, convert = String] = options[k];
+      a[key] = convert(value());
+    } else if (k === '--require' || k === '--without') {
+      if (value() !== 'f16') throw bad(`${k} takes f16, not ${argv[i]}`);
+      a.f16 = k === '--require';
+    } else if (!k.startsWith('--') && a[positional] === null) a[positional] = k;
+    else throw bad(`unknown argument ${k}; ${usage}`);
+  }
+  if (a[positional] === null) throw bad(usage);
+  return a;
+}

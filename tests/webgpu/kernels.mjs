@@ -13,7 +13,7 @@
 // OUT_DIR/<fixture>.safetensors (for `reftrain compare FIXTURE_DIR OUT_DIR`), --json the rows.
 // Exit status: 0 when no case failed, 1 when one did (or a kernel did not compile or run),
 // 2 on bad usage.
-import { run } from './cli.mjs';
+import { parseOptions, run } from './cli.mjs';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -30,31 +30,13 @@ export const usage = 'usage: reftrain-webgpu kernels FIXTURE_DIR [--registry FIL
 const list = (v) => v.split(',').filter((x) => x);
 
 export function parseArgs(argv) {
-  const a = { dir: null, out: null, json: null, registry: null, only: null, cases: null, repeat: 1, f16: 'if-available',
-              linear: 'naive', attention: 'materialised', adapter: null };
-  const value = (i) => {
-    if (i >= argv.length) throw new Error(`${argv[i - 1]} needs a value; ${usage}`);
-    return argv[i];
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const k = argv[i];
-    if (k === '--out') a.out = value(++i);
-    else if (k === '--json') a.json = value(++i);
-    else if (k === '--registry') a.registry = value(++i);
-    else if (k === '--only') a.only = list(value(++i));
-    else if (k === '--cases') a.cases = list(value(++i));
-    else if (k === '--repeat') a.repeat = Number(value(++i));
-    else if (k === '--linear') a.linear = value(++i);
-    else if (k === '--attention') a.attention = value(++i);
-    else if (k === '--adapter') a.adapter = value(++i);
-    else if (k === '--require' || k === '--without') {
-      if (value(++i) !== 'f16') throw new Error(`${k} takes f16, not ${argv[i]}`);
-      a.f16 = k === '--require' ? true : false;
-    } else if (!k.startsWith('--') && !a.dir) a.dir = k;
-    else throw new Error(`unknown argument ${k}; ${usage}`);
-  }
-  if (!a.dir) throw new Error(usage);
-  if (!Number.isInteger(a.repeat) || a.repeat < 1) throw new Error(`--repeat takes a whole number >= 1, not ${a.repeat}`);
+  const a = parseOptions(argv, {
+    usage, positional: 'dir',
+    defaults: { out: null, json: null, registry: null, only: null, cases: null, repeat: 1, linear: 'naive', attention: 'materialised', adapter: null },
+    options: { '--out': ['out'], '--json': ['json'], '--registry': ['registry'], '--only': ['only', list], '--cases': ['cases', list],
+               '--repeat': ['repeat', Number], '--linear': ['linear'], '--attention': ['attention'], '--adapter': ['adapter'] },
+  });
+  if (!Number.isInteger(a.repeat) || a.repeat < 1) throw Object.assign(new Error(`--repeat takes a whole number >= 1, not ${a.repeat}`), { usage: true });
   return a;
 }
 
@@ -133,12 +115,8 @@ export function table(rows) {
 }
 
 export async function main(argv, openDevice) {
-  let a;
-  try {
-    a = parseArgs(argv);
-  } catch (e) {
-    throw Object.assign(e, { usage: true });
-  }
+  const a = parseArgs(argv);
+  readManifest(a.dir);  // a wrong directory is an error before the device opens
   const registry = await loadRegistry(a);
   const { device, description, f16 } = await openDevice({ f16: a.f16, adapter: a.adapter });
   const rows = await runFixtures(device, a.dir, registry, { only: a.only, cases: a.cases, repeat: a.repeat, out: a.out, f16 });

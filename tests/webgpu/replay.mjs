@@ -17,7 +17,7 @@
 // (replay/dump.mjs): `reftrain compare` of two such dumps names the first call that diverged.
 // A mixed-precision run on an adapter without shader-f16 (or --without f16) is reported not run
 // (exit 0), unless --require f16. Exit: 0 replayed (or not run), 1 failed, 2 bad usage.
-import { run } from './cli.mjs';
+import { parseOptions, run } from './cli.mjs';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -37,27 +37,15 @@ export const usage = 'usage: reftrain-webgpu replay GOLDEN_DIR --out OUT_DIR [--
   '[--registry FILE.mjs] [--require f16 | --without f16] [--adapter NAME] [--driver lavapipe|system]';
 
 function parseArgs(argv) {
-  const a = { golden: null, out: null, steps: 0, align: 0, registry: null, dumpStep: 0, f16: 'if-available', adapter: null };
-  const value = (i) => {
-    if (i >= argv.length) throw new Error(`${argv[i - 1]} needs a value; ${usage}`);
-    return argv[i];
-  };
-  for (let i = 0; i < argv.length; i++) {
-    const k = argv[i];
-    if (k === '--out') a.out = value(++i);
-    else if (k === '--steps') a.steps = Number(value(++i));
-    else if (k === '--align') a.align = Number(value(++i));
-    else if (k === '--registry') a.registry = value(++i);
-    else if (k === '--dump-step') a.dumpStep = Number(value(++i));
-    else if (k === '--adapter') a.adapter = value(++i);
-    else if (k === '--require' || k === '--without') {
-      if (value(++i) !== 'f16') throw new Error(`${k} takes f16, not ${argv[i]}`);
-      a.f16 = k === '--require' ? true : false;
-    } else if (!k.startsWith('--') && !a.golden) a.golden = k;
-    else throw new Error(`unknown argument ${k}; ${usage}`);
-  }
-  if (!a.golden || !a.out) throw new Error(usage);
-  if (!(Number.isInteger(a.steps) && a.steps >= 0)) throw new Error(`--steps takes a whole number, not ${a.steps}`);
+  const a = parseOptions(argv, {
+    usage, positional: 'golden',
+    defaults: { out: null, steps: 0, align: 0, registry: null, dumpStep: 0, adapter: null },
+    options: { '--out': ['out'], '--steps': ['steps', Number], '--align': ['align', Number], '--registry': ['registry'],
+               '--dump-step': ['dumpStep', Number], '--adapter': ['adapter'] },
+  });
+  const bad = (what) => Object.assign(new Error(what), { usage: true });
+  if (!a.out) throw bad(usage);
+  if (!(Number.isInteger(a.steps) && a.steps >= 0)) throw bad(`--steps takes a whole number, not ${a.steps}`);
   return a;
 }
 
@@ -71,7 +59,13 @@ function replayRegistry() {
 }
 
 function loadGolden(dir) {
-  const config = JSON.parse(readFileSync(join(dir, 'config.json'), 'utf8'));
+  let text;
+  try {
+    text = readFileSync(join(dir, 'config.json'), 'utf8');
+  } catch {
+    throw new Error(`${dir} has no config.json: not a \`reftrain golden run\` directory`);
+  }
+  const config = JSON.parse(text);
   if (config.format !== 'reftrain-golden-run') throw new Error(`${dir}/config.json is not a reftrain golden run`);
   const init = readSafetensors(join(dir, 'init.safetensors'));
   const layout = JSON.parse(init.metadata.layout);
@@ -179,12 +173,7 @@ async function withOwn(path) {
 }
 
 export async function main(argv, openDevice) {
-  let a;
-  try {
-    a = parseArgs(argv);
-  } catch (e) {
-    throw Object.assign(e, { usage: true });
-  }
+  const a = parseArgs(argv);
   const g = loadGolden(a.golden);
   const registry = await withOwn(a.registry);
   const { device, description, f16 } = await openDevice({ f16: a.f16, adapter: a.adapter,
