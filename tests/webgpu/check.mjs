@@ -13,8 +13,10 @@
 //     3` fails a kernel whose bits change between runs that one run passes; a kernel that adds
 //     into an output fails unless its entry asks for it zeroed (`zero`); bad registry entries
 //     (unknown field or kernel, a binding the manifest lacks, a wrong access, a WGSL declaration
-//     unlike the registry's) fail in one line naming the kernel and the field or binding.
+//     unlike the registry's) fail in one line naming the kernel and the field or binding; the
+//     package installed into another project (`npm install --offline PATH`) runs from there.
 // Any failure, including no WebGPU adapter, exits 1 with the reason.
+import { spawnSync } from 'node:child_process';
 import { fail, finish, last, run } from './check_util.mjs';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -221,6 +223,19 @@ function checkHarness() {
   const zeroed = harness(['kernels', fix, '--only', 'residual_forward', '--registry', registryFile('accumulating-zeroed', `residual_forward: ${acc}, zero: ['out'] }`)]);
   console.log(`an output accumulated into: exit ${plusEq.status}; with zero: ['out']: exit ${zeroed.status}`);
   if (plusEq.status !== 1 || zeroed.status !== 0) fail(`accumulated output: exit ${plusEq.status} / ${zeroed.status} (want 1 / 0)\n${plusEq.stdout}${zeroed.stdout}`);
+  // The package installed into another project, as a backend installs it (npm's link to a
+  // local folder: no registry needed), runs from there with its own registry file.
+  const project = join(work, 'outside-project');
+  rmSync(project, { recursive: true, force: true });
+  mkdirSync(project, { recursive: true });
+  writeFileSync(join(project, 'package.json'), '{"name": "my-backend", "private": true, "type": "module"}\n');
+  const npm = spawnSync('npm', ['install', '--offline', '--no-audit', '--no-fund', here], { cwd: project, encoding: 'utf8' });
+  const installed = join(project, 'node_modules', '.bin', 'reftrain-webgpu');
+  const outside = existsSync(installed) ? spawnSync(installed, ['kernels', fix, '--only', 'residual_forward', '--registry', noisy], { cwd: project, encoding: 'utf8' }) : null;
+  console.log(`npm install into another project: exit ${npm.status}; its reftrain-webgpu: exit ${outside?.status}: ${last(outside?.stdout ?? '', /cases:/)}`);
+  if (npm.status !== 0 || outside?.status !== 0 || !/2 cases: 2 ok/.test(outside.stdout)) {
+    fail(`the installed package: npm exit ${npm.status}\n${npm.stderr}${outside?.stdout ?? ''}${outside?.stderr ?? ''}`);
+  }
   // Bad registry entries: one line naming the kernel and the field.
   expectRefused('unknown field', registryFile('bad-field', "residual_forward: { ...r.residual_forward, colour: 'red' }"), 1,
                 /^reftrain-webgpu kernels: registry entry residual_forward: unknown field 'colour'/);

@@ -15,7 +15,8 @@
 //     with eps 1e-6) and a backward one (the attention_backward above), for gpt2 and llama;
 //  5. one registry drives both consumers: a registry using every field of an entry (the fused
 //     two-pass attention with scratch buffers, the 4×4 register-blocked linear form, an entry
-//     with its bindings in another order, one with an input bound as a uniform) passes the kernel
+//     with its bindings in another order, one with an input bound as a uniform, one bound with the
+//     layout Dawn derives from its WGSL, every buffer read_write) passes the kernel
 //     fixtures (kernels.mjs, `compare --subset`) and replays gpt2 and llama within the drift gate,
 //     their step-1 call dumps matching reftrain's, with the fused backward's extra dispatches.
 import { fail, finish, last, run } from './check_util.mjs';
@@ -138,7 +139,8 @@ function checkBisection() {
   }
 }
 
-// A registry module using every field bind.mjs honours (see the header, check 5).
+// A registry module using every field bind.mjs honours (see the header, check 5); the llm.c
+// example (check_llmc.mjs) uses the rest: access, structs, a file per pass, scratch fills, when.
 function formsRegistry() {
   const path = join(work, 'registry_forms.mjs');
   writeFileSync(path, `import { makeRegistry } from ${JSON.stringify(join(here, 'registry.mjs'))};
@@ -161,6 +163,9 @@ r.residual_forward = { ...r.residual_forward, file: undefined, bindings: ['n', '
 r.finalize_grad_stats = { ...r.finalize_grad_stats, file: undefined, uniforms: ['norm_sq'], source: edit(r.finalize_grad_stats, [
   ['var<storage, read> fg_norm_sq: array<f32>', 'var<uniform> fg_norm_sq: f32'],
   ['sqrt(fg_norm_sq[0])', 'sqrt(fg_norm_sq)']]) };
+// gelu_forward with the layout Dawn derives from its WGSL, every binding declared read_write.
+r.gelu_forward = { ...r.gelu_forward, layout: 'auto', file: undefined, source: edit(r.gelu_forward, [
+  ['var<storage, read> gelu_x', 'var<storage, read_write> gelu_x']]) };
 export default r;
 `);
   return path;
