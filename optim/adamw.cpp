@@ -187,7 +187,7 @@ std::vector<KernelRecord> grad_norm_records() {
        "reduce_norm_sq_fast, norm_sq_partials_fast",
        "the fixed chunks on OpenMP threads, 16 lanes; within a bound",
        "",
-       "optimizer.wgsl",
+       "optimizer.wgsl optimizer.wgsl:reduce_norm_sq_final",
        page,
        "reduce_norm_sq",
        tests,
@@ -260,6 +260,7 @@ std::vector<KernelRecord> adamw_records() {
   f.bindings.back().wgsl = "dst_w16";
   f.fast_how = "as adamw_update_fast's, the ISA's f16 conversion for the mirror; bit-identical";
   f.bench = "bench/bench_optimizer.cpp BM_adamw_update_f16_fast, BM_adamw_update_fast_then_cast";
+  f.wgsl = "optimizer_f16.wgsl";  // a module of its own: only it needs shader-f16
   return {a, f};
 }
 
