@@ -170,8 +170,8 @@ void fold_tile(Printer& out, const Vec& s, const Vec& v, int u0, int u1, double&
     for (int i = 0; i < HS; ++i) acc[i] += e * v[size_t(u) * HS + i];
   }
   m = m_new;
-  out.line("    block max =" + num(block, "%8.4f") + "   m =" + num(m, "%8.4f") +
-           (first ? "   c: none (m was -inf)" : "   c =" + num(c, "%7.4f")) +
+  out.line("    block max =" + num(block, "%8.4f") + "   mx =" + num(m, "%8.4f") +
+           (first ? "   rho: none (mx was -inf)" : "   rho =" + num(c, "%7.4f")) +
            "   l =" + num(l, "%8.4f"));
   out.vec("  acc", acc);
 }
@@ -233,7 +233,7 @@ void tile_crossing(Printer& out, uint64_t seed) {
   Vec o(HS), mine = {0.0, 0.0, m + std::log(l)};
   for (int i = 0; i < HS; ++i) mine[i] = o[i] = acc[i] / l;
   out.vec("out[" + std::to_string(t) + "] = acc / l", o);
-  out.scalar("lse[" + std::to_string(t) + "] = m + log(l)", m + std::log(l));
+  out.scalar("lse[" + std::to_string(t) + "] = mx + log(l)", m + std::log(l));
   agree(out, "out and lse vs attention_forward_fast's", mine,
         {y[size_t(t) * C], y[size_t(t) * C + 1], lse[t]});
 }
@@ -262,7 +262,7 @@ void run_attention(Printer& out, uint64_t seed) {
     out.line(r);
   }
 
-  out.section("softmax per row: m = row max, e = exp(s - m), sum = sum(e), p = e/sum");
+  out.section("softmax per row: mx = row max, e = exp(s - mx), sum = sum(e), p = e/sum");
   std::vector<double> pr(size_t(T) * T, 0.0);
   for (int t = 0; t < T; ++t) {
     double m = -INFINITY, sum = 0.0;
@@ -270,7 +270,7 @@ void run_attention(Printer& out, uint64_t seed) {
     std::vector<double> e(size_t(t) + 1);
     for (int u = 0; u <= t; ++u) sum += e[u] = std::exp(s[size_t(t) * T + u] - m);
     for (int u = 0; u <= t; ++u) pr[size_t(t) * T + u] = e[u] / sum;
-    out.line("  row t=" + std::to_string(t) + ":  m =" + num(m, "%9.4f") +
+    out.line("  row t=" + std::to_string(t) + ":  mx =" + num(m, "%9.4f") +
              "   sum =" + num(sum, "%9.4f"));
     out.vec("e", e);
   }
@@ -304,9 +304,9 @@ void run_attention(Printer& out, uint64_t seed) {
     }
   }
   out.section("online softmax, row t=" + std::to_string(t) + ": one pass over u, no stored p");
-  out.line("  m = running max, l = running sum of exp(s - m), acc = running sum of");
-  out.line("  exp(s - m) * v; a new max rescales l and acc by c = exp(m_old - m_new)");
-  out.line("  (m starts at -inf and l, acc at 0, so the first step has c = 0)");
+  out.line("  mx = running max, l = running sum of exp(s - mx), acc = running sum of");
+  out.line("  exp(s - mx) * v; a new max rescales l and acc by rho = exp(mx_old - mx_new)");
+  out.line("  (mx starts at -inf and l, acc at 0, so the first step has rho = 0)");
   {
     double m = -INFINITY, l = 0.0;
     std::vector<double> acc(HS, 0.0);
@@ -318,9 +318,9 @@ void run_attention(Printer& out, uint64_t seed) {
       l = l * c + e;
       for (int i = 0; i < HS; ++i) acc[i] = acc[i] * c + e * p.v[u * HS + i];
       m = m_new;
-      out.line("  u=" + std::to_string(u) + ": s =" + num(su, "%8.4f") + "  m =" + num(m, "%8.4f") +
-               "  c =" + num(c, "%7.4f") + "  exp(s-m) =" + num(e, "%7.4f") +
-               "  l =" + num(l, "%7.4f"));
+      out.line("  u=" + std::to_string(u) + ": s =" + num(su, "%8.4f") +
+               "  mx =" + num(m, "%8.4f") + "  rho =" + num(c, "%7.4f") +
+               "  exp(s-mx) =" + num(e, "%7.4f") + "  l =" + num(l, "%7.4f"));
       out.vec("acc", acc);
     }
     std::vector<double> o(HS);
@@ -328,7 +328,7 @@ void run_attention(Printer& out, uint64_t seed) {
     const std::string ot = "out[" + std::to_string(t) + "]";
     out.vec(ot + " = acc / l", o);
     agree(out, "online vs attention_forward's " + ot, o, matrix_row(y, t, HS));
-    out.scalar("logsumexp = m + log(l)", m + std::log(l), "(all the fused backward keeps)");
+    out.scalar("logsumexp = mx + log(l)", m + std::log(l), "(all the fused backward keeps)");
   }
   fused_forward(out, p, y);
   tile_crossing(out, seed);

@@ -55,28 +55,27 @@ void run_backprop(Printer& out, uint64_t seed) {
   Graph g{v[0], v[1], 0.0, 0.0};
   const double dout = v[2];
   out.title("backprop: a two-op graph, forward in order, backward in reverse");
-  out.line("(op 1: q = w*x;  op 2: y = tanh(q) + x.  x feeds both ops)");
+  out.line("(op 1: q = w*x;  op 2: out = tanh(q) + x.  x feeds both ops)");
 
   out.section("inputs");
   out.line(eq("x", g.x));
   out.line(eq("w", g.w));
-  out.line(eq("dout (arrives at y)", dout));
+  out.line(eq("dout (arrives at out)", dout));
 
   out.section("forward, in graph order");
   g.forward();
   out.line(eq("q = w * x", g.q));
-  out.line(eq("y = tanh(q) + x", g.y));
-  out.line(eq("L = dout * y", dout * g.y, "(test loss: dL/dy = dout)"));
+  out.line(eq("out = tanh(q) + x", g.y));
+  out.line(eq("L = dout * out", dout * g.y, "(test loss: dL/dout = dout)"));
 
   out.section("backward, in reverse: gradient = local derivative * upstream");
   const double dy = dout;
-  out.line(eq("dy = dout", dy));
-  out.line("  op 2, y = tanh(q) + x (dx, dw start at 0):");
+  out.line("  op 2, out = tanh(q) + x (dx, dw start at 0):");
   const double dq = (1.0 - std::tanh(g.q) * std::tanh(g.q)) * dy;
   double dx = 0.0, dw = 0.0;
-  out.line(eq("  dq = (1 - tanh(q)^2) * dy", dq));
+  out.line(eq("  dq = (1 - tanh(q)^2) * dout", dq));
   dx += 1.0 * dy;
-  out.line(eq("  dx += 1 * dy", dx, "(the skip path)"));
+  out.line(eq("  dx += 1 * dout", dx, "(the skip path)"));
   out.line("  op 1, q = w * x:");
   dw += g.x * dq;
   out.line(eq("  dw += x * dq", dw));
