@@ -108,6 +108,26 @@ TEST(Explain, EveryCodeListingIsTheSource) {
   EXPECT_GE(listings, 12);
 }
 
+// A page that derives a backward quotes the reference's backward too, not only its forward.
+TEST(Explain, EveryDerivedBackwardIsQuoted) {
+  const std::vector<std::pair<std::string, std::string>> wanted = {
+      {"01_embed.md", "embed_backward"},
+      {"02_norm.md", "layernorm_backward"},
+      {"02_norm.md", "rmsnorm_backward"},
+      {"04_rope.md", "rope_backward"},
+      {"06_swiglu.md", "gelu_backward"},
+      {"06_swiglu.md", "swiglu_backward"},
+      {"07_loss.md", "crossentropy_forward_backward"},
+      {"09_backward_ffn.md", "residual_backward"},
+      {"10_attention_backward.md", "attention_backward"},
+      {"11_linear_backward.md", "linear_backward"}};
+  for (const auto& [page, function] : wanted) {
+    const std::string text = read_file(kDocs + "/" + page);
+    EXPECT_TRUE(std::regex_search(text, std::regex("<!-- listing [\\w/.]+ " + function + " -->")))
+        << page << " derives " << function << " but does not quote it";
+  }
+}
+
 TEST(Explain, DefinitionSkipsDeclarationsAndEndsAtTheClosingBrace) {
   const std::string source =
       "void f(int x);\nint g();\ntemplate <typename T>\nvoid f(T x,\n       int y) {\n  if (x) "
