@@ -265,6 +265,30 @@ TEST(Course, EveryKernelPageEndsWithExercisesTheProgramChecks) {
   }
 }
 
+// A student reads a page's math in one sitting: the GPU bindings, the fast versions and their
+// benchmarks sit in "## For the engineer: ..." sections after the math path (what it is, the
+// derivations, the reference code, the worked example).
+TEST(Course, TheEngineersSectionsComeAfterTheMathPath) {
+  static const std::regex heading(R"(\n## ([^\n]+))");
+  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+    const std::string text = read_file(e.path().string());
+    bool engineer = false;
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), heading);
+         it != std::sregex_iterator(); ++it) {
+      const std::string h = (*it)[1];
+      const bool marked = h.rfind("For the engineer: ", 0) == 0;
+      if (h.find("GPU twin") != std::string::npos || h.find("fast version") != std::string::npos) {
+        EXPECT_TRUE(marked) << e.path().filename() << ": \"" << h << "\" is not marked";
+      }
+      if (marked) engineer = true;
+      if (engineer && !marked) {
+        EXPECT_TRUE(h == "Checklist" || h == "Exercises")
+            << e.path().filename() << ": \"" << h << "\" comes after the engineer's sections";
+      }
+    }
+  }
+}
+
 // The glossary's terms (README, "<a id="g-TERM">**term**") are linked (README.md#g-TERM) from the
 // first page of the reading order that uses them.
 TEST(Course, GlossaryTermsAreLinkedWhereFirstUsed) {
