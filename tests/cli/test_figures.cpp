@@ -4,6 +4,8 @@
 // boxes link to pages that exist.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -85,6 +87,53 @@ TEST(Figures, EveryBoxOfTheMapLinksToAPageThatExists) {
     if (e.path().filename() == "00_backprop.md") continue;  // the primer: no kernel to place
     EXPECT_TRUE(targets.count(e.path().filename().string()))
         << "the map has no box for " << e.path().filename();
+  }
+}
+
+// The number in trace line `type` ("step" or "val") of step `step`, field `field`.
+double trace_value(const std::string& trace, const std::string& type, int step,
+                   const std::string& field) {
+  const std::regex line("\\{\"type\":\"" + type + "\",\"step\":" + std::to_string(step) +
+                        ",[^\\n]*\"" + field + "\":([-0-9.e]+)");
+  std::smatch m;
+  if (!std::regex_search(trace, m, line)) return std::nan("");
+  return std::stod(m[1]);
+}
+
+// docs/training.md's loss curve of `tiny` is the run the page describes, plotted by `reftrain
+// plot`: rerunning the page's commands writes the committed figure byte for byte (the run is
+// bit-reproducible), and the numbers the page quotes are that run's. (The `laptop` curve's 2000
+// steps are too long for a test; its command is on the page.)
+TEST(Figures, TheTinyLossCurveIsTheRunThePageDescribes) {
+  TempDir dir;
+  const CommandResult train = run_reftrain(
+      "train --preset tiny --steps 300 --val-every 25 --trace " + dir.file("tiny.jsonl"));
+  ASSERT_EQ(train.exit_code, 0) << train.output;
+  const CommandResult plot =
+      run_reftrain("plot " + dir.file("tiny.jsonl") + " --out " + dir.file("tiny_300_steps.svg") +
+                   " --title 'tiny, 300 steps: train and validation loss'");
+  ASSERT_EQ(plot.exit_code, 0) << plot.output;
+  EXPECT_EQ(read_file(dir.file("tiny_300_steps.svg")),
+            read_file((kRoot / "docs" / "img" / "tiny_300_steps.svg").string()))
+      << "rerun docs/training.md's commands and commit the new figure";
+  const std::string page = read_file((kRoot / "docs" / "training.md").string());
+  const std::string trace = read_file(dir.file("tiny.jsonl"));
+  struct Quote {
+    const char* type;
+    int step;
+    const char* field;
+    const char* format;  // the page's phrase, with the number as printf formats it
+  };
+  for (const Quote& q : {Quote{"val", 0, "val_loss", "`val loss %.4f` before the first step"},
+                         Quote{"step", 1, "loss", "`loss %.4f` at"},
+                         Quote{"val", 25, "val_loss", "val %.2f at step 25"},
+                         Quote{"val", 50, "val_loss", "(%.2f at step 50"},
+                         Quote{"val", 300, "val_loss", "%.2f at step 300)"},
+                         Quote{"step", 100, "loss", "step 100 prints %.2f"},
+                         Quote{"step", 200, "loss", "step 200 %.2f"}}) {
+    char phrase[96];
+    std::snprintf(phrase, sizeof phrase, q.format, trace_value(trace, q.type, q.step, q.field));
+    EXPECT_NE(page.find(phrase), std::string::npos) << "docs/training.md should say: " << phrase;
   }
 }
 
