@@ -1,6 +1,7 @@
 // `reftrain explain KERNEL [--seed S]`, `reftrain explain --list`, the exercises
 // (`--exercise N`, `--check N ANSWER`, `--answer N`) and the study pages' figures
 // (`--figures DIR`).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +26,7 @@ struct ExplainArgs {
   int answer = 0;                  // --answer N
   std::vector<std::string> check;  // --check N ANSWER
   std::string figures;             // --figures DIR
+  std::string broken;              // --break BUG
 };
 
 int write_figures(const std::string& dir) {
@@ -112,7 +114,17 @@ int run_explain(const ExplainArgs& a) {
       return run_exercise(a, parse_seed(a.seed));
     }
     explain::Printer out;
-    e.run(out, parse_seed(a.seed));
+    if (!a.broken.empty()) {
+      std::string bugs;
+      for (const std::string& b : e.breaks) bugs += (bugs.empty() ? "" : ", ") + b;
+      if (std::find(e.breaks.begin(), e.breaks.end(), a.broken) == e.breaks.end()) {
+        throw usage_error("'" + e.name + "' has " +
+                          (bugs.empty() ? "no broken variants" : "the broken variants: " + bugs));
+      }
+      e.run_broken(out, parse_seed(a.seed), a.broken);
+    } else {
+      e.run(out, parse_seed(a.seed));
+    }
     std::fputs(out.text().c_str(), stdout);
     return 0;
   }
@@ -133,6 +145,7 @@ CommandRunner add_explain_command(CLI::App& app) {
   app.add_option("--answer", a->answer, "print the program's answer to exercise N")
       ->check(CLI::PositiveNumber);
   app.add_option("--figures", a->figures, "write the study pages' figures (SVG) into DIR");
+  app.add_option("--break", a->broken, "run the example with a classic bug put in (see its page)");
   return [a] { return run_explain(*a); };
 }
 

@@ -53,6 +53,11 @@ struct Explainer {
   std::string summary;  // one line for --list
   std::string page;     // docs/kernels/NN_*.md (docs/training.md for determinism)
   void (*run)(Printer& out, uint64_t seed);
+  // The "break it" variants (`reftrain explain NAME --break BUG`): the example run with a
+  // classic bug put in, so that its own check (a finite difference, a compare with the kernel)
+  // is seen to catch it. Empty when the explainer has none.
+  std::vector<std::string> breaks = {};
+  void (*run_broken)(Printer& out, uint64_t seed, const std::string& bug) = nullptr;
 };
 
 // An exercise the program checks: `reftrain explain NAME --exercise N` prints `text` (the task

@@ -33,7 +33,7 @@ struct Example {
 // Every marked example of every page.
 std::vector<Example> examples() {
   const std::regex marker(
-      R"(<!-- reftrain (explain [a-z0-9_]+ --(?:seed|exercise) [0-9]+) -->\n```text\n)");
+      R"(<!-- reftrain (explain [a-z0-9_]+ (?:--break [a-z_]+ )?--(?:seed|exercise) [0-9]+) -->\n```text\n)");
   std::vector<Example> out;
   std::vector<fs::path> pages = {fs::path(REFTRAIN_SOURCE_DIR) / "docs" / "training.md"};
   for (const auto& entry : fs::directory_iterator(kDocs)) pages.push_back(entry.path());
@@ -142,7 +142,9 @@ TEST(Explain, EveryKernelHasItsPageAndExample) {
   ASSERT_EQ(list.exit_code, 0) << list.output;
   std::set<std::string> shown;
   for (const Example& e : examples()) {
-    if (e.args.find("--seed") == std::string::npos) continue;  // an exercise, not the example
+    // Exercises and broken variants are not the example.
+    if (e.args.find("--seed") == std::string::npos || e.args.find("--break") != std::string::npos)
+      continue;
     shown.insert(e.page + " " + e.args.substr(8, e.args.find(' ', 8) - 8));
   }
   // --list prints two lines a kernel: "NAME  summary", then the indented page path.
@@ -200,6 +202,28 @@ TEST(Explain, ExercisesAreCheckedByTheProgram) {
   EXPECT_EQ(run_reftrain("explain backprop --check 9 1").exit_code, 2);
   EXPECT_EQ(run_reftrain("explain backprop --check 1 one").exit_code, 2);
   EXPECT_EQ(run_reftrain("explain init --exercise 1").exit_code, 2);
+}
+
+// A "break it" variant shown on a page is caught by its own check: the finite difference fails
+// or the compare with the kernel does.
+TEST(Explain, EveryBrokenVariantIsCaught) {
+  int broken = 0;
+  for (const Example& e : examples()) {
+    if (e.args.find("--break") == std::string::npos) continue;
+    ++broken;
+    EXPECT_TRUE(e.text.find("DIFFERENT") != std::string::npos ||
+                e.text.find("fails the check") != std::string::npos)
+        << e.page << ": reftrain " << e.args << " is not caught:\n"
+        << e.text;
+  }
+  EXPECT_GE(broken, 2);
+  for (const Example& e : examples()) {
+    if (e.args.find("--break") == std::string::npos) continue;
+    std::istringstream lines(e.text);
+    for (std::string l; std::getline(lines, l);) EXPECT_LE(l.size(), 80u) << e.args << ": " << l;
+  }
+  EXPECT_EQ(run_reftrain("explain attention --break no_such_bug").exit_code, 2);
+  EXPECT_EQ(run_reftrain("explain embed --break assign").exit_code, 2);
 }
 
 TEST(Explain, ThePagesAndTheIndexExist) {
