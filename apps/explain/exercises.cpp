@@ -44,24 +44,41 @@ std::string how(const std::string& name, int n, const std::string& rounding) {
          "  reftrain explain " + name + " --check " + std::to_string(n) + " ANSWER\n";
 }
 
-// `text` with every line longer than 79 columns broken at spaces, so that an exercise fits an
-// 80-column terminal like the worked examples.
+// `text` laid out for an 80-column terminal: the lines of a paragraph (lines that do not start
+// with a space) are joined and broken again at spaces before column 80; indented lines (data
+// rows, commands) and blank lines stay as they are. So an exercise's text can be written without
+// caring where its data makes a line end.
 std::string wrap(const std::string& text) {
-  std::string out;
-  size_t begin = 0;
-  while (begin < text.size()) {
+  std::vector<std::string> lines;
+  for (size_t begin = 0; begin <= text.size();) {
     size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(begin, end - begin);
-    while (line.size() > 79) {
-      const size_t cut = line.rfind(' ', 79);
-      if (cut == std::string::npos || cut == 0) break;
-      out += line.substr(0, cut) + "\n";
-      line = line.substr(cut + 1);
-    }
-    out += line + (end < text.size() ? "\n" : "");
+    lines.push_back(text.substr(begin, end - begin));
     begin = end + 1;
   }
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();  // the text's final newline
+  std::string out, para;
+  auto flush = [&] {
+    while (para.size() > 79) {
+      const size_t cut = para.rfind(' ', 79);
+      if (cut == std::string::npos || cut == 0) break;
+      out += para.substr(0, cut) + "\n";
+      para = para.substr(cut + 1);
+    }
+    if (!para.empty()) out += para + "\n";
+    para.clear();
+  };
+  for (const std::string& l : lines) {
+    if (l.empty() || l[0] == ' ') {
+      flush();
+      out += l + "\n";
+    } else {
+      para += (para.empty() ? "" : " ") + l;
+    }
+  }
+  flush();
+  // Every line above ends with a newline; a text that did not end with one keeps its ending.
+  if (!text.empty() && text.back() != '\n' && !out.empty()) out.pop_back();
   return out;
 }
 
