@@ -160,6 +160,10 @@ place of a row, and checks that each one listed here exists.
   (`docs/kernels/00_backprop.md`).
 - `determinism`: one float sum in three orders, then a fixed split on any thread count
   (`docs/training.md`).
+- `init`: every preset's init standard deviations, tensor count and 8-bit scale count, from
+  the program's own formulas (`docs/training.md`).
+- `bpe`: byte-level BPE training merge by merge, with `train_bpe` (no GPU kernel;
+  `docs/kernels/13_tokenizer.md`).
 )";
 
 std::string table_markdown() {

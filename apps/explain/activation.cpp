@@ -30,7 +30,7 @@ void run_gelu(Printer& out, uint64_t seed) {
   const size_t n = 5;
   Inputs in(seed);
   const Vec x = in.uniform(n, -3, 3);
-  out.title("gelu: out = 0.5 x (1 + tanh u),  u = sqrt(2/pi)(x + 0.044715 x^3)");
+  out.title("gelu: out = 0.5 x (1 + tanh zeta),  zeta = sqrt(2/pi)(x + 0.044715 x^3)");
   out.section("inputs (n=5)");
   out.vec("x", x);
 
@@ -45,14 +45,14 @@ void run_gelu(Printer& out, uint64_t seed) {
   }
   out.vec("x^3", x3);
   out.vec("x + 0.044715 x^3", inner);
-  out.vec("u", u);
-  out.vec("tanh u", th);
-  out.vec("out = 0.5 x (1 + tanh u)", y);
+  out.vec("zeta", u);
+  out.vec("tanh zeta", th);
+  out.vec("out = 0.5 x (1 + tanh zeta)", y);
   Vec y_op(n);
   gelu_forward(y_op.data(), x.data(), n);
   out.vec("out (gelu_forward)", y_op);
 
-  out.section("backward: gelu'(x) = A + B, dx = gelu'(x) * dout");
+  out.section("backward: gelu'(x) = A1 + A2, dx = gelu'(x) * dout");
   const Vec dout = in.uniform(n, -1, 1);
   out.vec("dout (upstream)", dout);
   Vec a(n), sech2(n), dudx(n), b(n), grad(n), dx(n);
@@ -64,11 +64,11 @@ void run_gelu(Printer& out, uint64_t seed) {
     grad[i] = a[i] + b[i];
     dx[i] = grad[i] * dout[i];
   }
-  out.vec("A = 0.5 (1 + tanh u)", a);
-  out.vec("1 - tanh^2 u", sech2);
-  out.vec("du/dx", dudx);
-  out.vec("B = 0.5 x (1-tanh^2 u) du/dx", b);
-  out.vec("gelu'(x) = A + B", grad);
+  out.vec("A1 = 0.5 (1 + tanh zeta)", a);
+  out.vec("1 - tanh^2 zeta", sech2);
+  out.vec("dzeta/dx", dudx);
+  out.vec("A2 = 0.5 x (1-tanh^2 zeta) dzeta/dx", b);
+  out.vec("gelu'(x) = A1 + A2", grad);
   out.vec("dx = gelu'(x) dout", dx);
   Vec dx_op(n, 0.0);
   gelu_backward(dx_op.data(), x.data(), dout.data(), n);
@@ -108,7 +108,7 @@ void run_gelu_erf(Printer& out, uint64_t seed) {
   gelu_erf_forward(y_op.data(), x.data(), n);
   out.vec("out (gelu_erf_forward)", y_op);
 
-  out.section("backward: gelu_erf'(x) = A + B, dx = gelu_erf'(x) * dout");
+  out.section("backward: gelu_erf'(x) = A1 + A2, dx = gelu_erf'(x) * dout");
   const Vec dout = in.uniform(n, -1, 1);
   out.vec("dout (upstream)", dout);
   Vec a(n), b(n), grad(n), dx(n);
@@ -118,9 +118,9 @@ void run_gelu_erf(Printer& out, uint64_t seed) {
     grad[i] = a[i] + b[i];
     dx[i] = grad[i] * dout[i];
   }
-  out.vec("A = 0.5 (1 + erf)", a);
-  out.vec("B = x exp(-x^2/2) / sqrt(2 pi)", b);
-  out.vec("gelu_erf'(x) = A + B", grad);
+  out.vec("A1 = 0.5 (1 + erf)", a);
+  out.vec("A2 = x exp(-x^2/2) / sqrt(2 pi)", b);
+  out.vec("gelu_erf'(x) = A1 + A2", grad);
   out.vec("dx = gelu_erf'(x) dout", dx);
   Vec dx_op(n, 0.0);
   gelu_erf_backward(dx_op.data(), x.data(), dout.data(), n);
@@ -242,7 +242,7 @@ void run_ffn_backward(Printer& out, uint64_t seed) {
           in.uniform(size_t(F) * C, -1, 1),
           in.uniform(size_t(F) * C, -1, 1),
           in.uniform(size_t(C) * F, -1, 1)};
-  out.title("ffn_backward: y = Wdown (silu(Wgate x) * Wup x)   (N=2, C=2, F=3)");
+  out.title("ffn_backward: out = Wdown (silu(Wgate x) * Wup x)   (N=2, C=2, F=3)");
   out.section("inputs");
   out.mat("x", x, N, C);
   out.mat("Wgate", ffn.wgate, F, C);
@@ -255,12 +255,12 @@ void run_ffn_backward(Printer& out, uint64_t seed) {
   out.mat("gate = x Wgate^T", gate, N, F);
   out.mat("up = x Wup^T", up, N, F);
   out.mat("swi = silu(gate) * up", swi, N, F);
-  out.mat("y = swi Wdown^T", y, N, C);
+  out.mat("out = swi Wdown^T", y, N, C);
 
-  out.section("backward, stage by stage, from dy");
+  out.section("backward, stage by stage, from dout");
   const Vec dy = in.uniform(size_t(N) * C, -1, 1);
-  out.mat("dy (upstream)", dy, N, C);
-  out.line("  stage 3, y = swi Wdown^T:  dswi = dy Wdown,  dWdown = dy^T swi");
+  out.mat("dout (upstream)", dy, N, C);
+  out.line("  stage 3, out = swi Wdown^T:  dswi = dout Wdown,  dWdown = dout^T swi");
   Vec dswi(size_t(N) * F, 0.0), dwdown(size_t(C) * F, 0.0);
   linear_backward<double, double>(teaching_matmul(), dswi.data(), dwdown.data(), nullptr, dy.data(),
                                   swi.data(), ffn.wdown.data(), N, F, C);
@@ -285,7 +285,7 @@ void run_ffn_backward(Printer& out, uint64_t seed) {
   out.mat("dWgate", dwgate, F, C);
   out.mat("dWup", dwup, F, C);
 
-  out.section("finite-difference check of L = sum(dy * y), step 1e-6");
+  out.section("finite-difference check of L = sum(dout * out), step 1e-6");
   auto loss = [&](const Ffn& f, const Vec& xv) {
     Vec g, u, hv, yv;
     f.forward(g, u, hv, yv, xv);

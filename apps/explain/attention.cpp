@@ -156,12 +156,13 @@ void fused_forward(Printer& out, const Problem& p, const std::vector<double>& y)
 // One block of keys [u0, u1) of row t folded into the running m, l, acc as the fused kernel
 // does it: the block's max first, one rescale of what was summed, then the block's terms.
 void fold_tile(Printer& out, const Vec& s, const Vec& v, int u0, int u1, double& m, double& l,
-               Vec& acc) {
+               Vec& acc, bool rescale = true) {
   double block = -INFINITY;
   for (int u = u0; u < u1; ++u) block = std::max(block, s[u]);
   const double m_new = std::max(m, block);
   const bool first = m == -INFINITY;  // the kernel skips the rescale while m = -inf
-  const double c = first ? 1.0 : std::exp(m - m_new);
+  // `rescale` false is the bug of `--break no_rescale`: the old terms stay relative to the old max.
+  const double c = first || !rescale ? 1.0 : std::exp(m - m_new);
   l *= c;
   for (double& a : acc) a *= c;
   for (int u = u0; u < u1; ++u) {
@@ -170,8 +171,8 @@ void fold_tile(Printer& out, const Vec& s, const Vec& v, int u0, int u1, double&
     for (int i = 0; i < HS; ++i) acc[i] += e * v[size_t(u) * HS + i];
   }
   m = m_new;
-  out.line("    block max =" + num(block, "%8.4f") + "   m =" + num(m, "%8.4f") +
-           (first ? "   c: none (m was -inf)" : "   c =" + num(c, "%7.4f")) +
+  out.line("    block max =" + num(block, "%8.4f") + "   mx =" + num(m, "%8.4f") +
+           (first ? "   rho: none (mx was -inf)" : "   rho =" + num(c, "%7.4f")) +
            "   l =" + num(l, "%8.4f"));
   out.vec("  acc", acc);
 }
@@ -211,7 +212,7 @@ LongProblem long_problem(uint64_t seed, int draw, int TT, int tile) {
 
 // A second, longer problem: a row of the fused kernel that crosses from one key tile of 32 into
 // the next, so that the block-wise rescale shows in numbers.
-void tile_crossing(Printer& out, uint64_t seed) {
+void tile_crossing(Printer& out, uint64_t seed, bool rescale = true) {
   constexpr int TT = 40, kTile = 32;
   LongProblem lp;
   for (int draw = 0; lp.row < 0; ++draw) lp = long_problem(seed, draw, TT, kTile);
@@ -226,14 +227,14 @@ void tile_crossing(Printer& out, uint64_t seed) {
   double m = -INFINITY, l = 0.0;
   Vec acc(HS, 0.0);
   out.line("  tile 0, keys 0..31, below the diagonal: every key visible");
-  fold_tile(out, rows[t], v, 0, kTile, m, l, acc);
+  fold_tile(out, rows[t], v, 0, kTile, m, l, acc, rescale);
   out.line("  tile 1, keys 32..63, the diagonal: keys " + std::to_string(t + 1) +
            "..63 get s = -inf, so p = 0");
-  fold_tile(out, rows[t], v, kTile, t + 1, m, l, acc);
+  fold_tile(out, rows[t], v, kTile, t + 1, m, l, acc, rescale);
   Vec o(HS), mine = {0.0, 0.0, m + std::log(l)};
   for (int i = 0; i < HS; ++i) mine[i] = o[i] = acc[i] / l;
   out.vec("out[" + std::to_string(t) + "] = acc / l", o);
-  out.scalar("lse[" + std::to_string(t) + "] = m + log(l)", m + std::log(l));
+  out.scalar("lse[" + std::to_string(t) + "] = mx + log(l)", m + std::log(l));
   agree(out, "out and lse vs attention_forward_fast's", mine,
         {y[size_t(t) * C], y[size_t(t) * C + 1], lse[t]});
 }
@@ -262,7 +263,7 @@ void run_attention(Printer& out, uint64_t seed) {
     out.line(r);
   }
 
-  out.section("softmax per row: m = row max, e = exp(s - m), sum = sum(e), p = e/sum");
+  out.section("softmax per row: mx = row max, e = exp(s - mx), sum = sum(e), p = e/sum");
   std::vector<double> pr(size_t(T) * T, 0.0);
   for (int t = 0; t < T; ++t) {
     double m = -INFINITY, sum = 0.0;
@@ -270,7 +271,7 @@ void run_attention(Printer& out, uint64_t seed) {
     std::vector<double> e(size_t(t) + 1);
     for (int u = 0; u <= t; ++u) sum += e[u] = std::exp(s[size_t(t) * T + u] - m);
     for (int u = 0; u <= t; ++u) pr[size_t(t) * T + u] = e[u] / sum;
-    out.line("  row t=" + std::to_string(t) + ":  m =" + num(m, "%9.4f") +
+    out.line("  row t=" + std::to_string(t) + ":  mx =" + num(m, "%9.4f") +
              "   sum =" + num(sum, "%9.4f"));
     out.vec("e", e);
   }
@@ -304,9 +305,9 @@ void run_attention(Printer& out, uint64_t seed) {
     }
   }
   out.section("online softmax, row t=" + std::to_string(t) + ": one pass over u, no stored p");
-  out.line("  m = running max, l = running sum of exp(s - m), acc = running sum of");
-  out.line("  exp(s - m) * v; a new max rescales l and acc by c = exp(m_old - m_new)");
-  out.line("  (m starts at -inf and l, acc at 0, so the first step has c = 0)");
+  out.line("  mx = running max, l = running sum of exp(s - mx), acc = running sum of");
+  out.line("  exp(s - mx) * v; a new max rescales l and acc by rho = exp(mx_old - mx_new)");
+  out.line("  (mx starts at -inf and l, acc at 0, so the first step has rho = 0)");
   {
     double m = -INFINITY, l = 0.0;
     std::vector<double> acc(HS, 0.0);
@@ -318,9 +319,9 @@ void run_attention(Printer& out, uint64_t seed) {
       l = l * c + e;
       for (int i = 0; i < HS; ++i) acc[i] = acc[i] * c + e * p.v[u * HS + i];
       m = m_new;
-      out.line("  u=" + std::to_string(u) + ": s =" + num(su, "%8.4f") + "  m =" + num(m, "%8.4f") +
-               "  c =" + num(c, "%7.4f") + "  exp(s-m) =" + num(e, "%7.4f") +
-               "  l =" + num(l, "%7.4f"));
+      out.line("  u=" + std::to_string(u) + ": s =" + num(su, "%8.4f") +
+               "  mx =" + num(m, "%8.4f") + "  rho =" + num(c, "%7.4f") +
+               "  exp(s-mx) =" + num(e, "%7.4f") + "  l =" + num(l, "%7.4f"));
       out.vec("acc", acc);
     }
     std::vector<double> o(HS);
@@ -328,7 +329,7 @@ void run_attention(Printer& out, uint64_t seed) {
     const std::string ot = "out[" + std::to_string(t) + "]";
     out.vec(ot + " = acc / l", o);
     agree(out, "online vs attention_forward's " + ot, o, matrix_row(y, t, HS));
-    out.scalar("logsumexp = m + log(l)", m + std::log(l), "(all the fused backward keeps)");
+    out.scalar("logsumexp = mx + log(l)", m + std::log(l), "(all the fused backward keeps)");
   }
   fused_forward(out, p, y);
   tile_crossing(out, seed);
@@ -417,9 +418,24 @@ void run_attention_backward(Printer& out, uint64_t seed) {
 
 }  // namespace
 
+// `--break no_rescale`: the tile crossing of the example with the rescale left out; the compare
+// with attention_forward_fast, the same compare a golden fixture makes, fails.
+void run_attention_broken(Printer& out, uint64_t seed, const std::string& /*bug: no_rescale*/) {
+  out.title("attention --break no_rescale: the online softmax without its rescale");
+  out.line("(the tile walk of `reftrain explain attention`, with rho taken as 1: the first");
+  out.line(" tile's l and acc stay relative to the old max when the second tile raises it)");
+  tile_crossing(out, seed, false);
+  out.line("  the compare with the kernel fails: without rho, l and acc mix terms taken");
+  out.line("  relative to two maxima, so out and lse are wrong wherever the max moves.");
+}
+
 void add_attention(std::vector<Explainer>& v) {
-  v.push_back({"attention", "causal softmax(q k^T / sqrt(hs)) v, one head",
-               "docs/kernels/05_attention.md", run_attention});
+  v.push_back({"attention",
+               "causal softmax(q k^T / sqrt(hs)) v, one head",
+               "docs/kernels/05_attention.md",
+               run_attention,
+               {"no_rescale"},
+               run_attention_broken});
   v.push_back({"attention_backward", "dP, softmax Jacobian dS, dq, dk, dv",
                "docs/kernels/10_attention_backward.md", run_attention_backward});
 }

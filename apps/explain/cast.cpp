@@ -51,8 +51,9 @@ void explain_rounding(Printer& out, float x) {
   out.line("    clamp: |x| <= 65504, unchanged");
   if (a >= 0x38800000) {  // ≥ 2^-14: normal f16
     const uint32_t kept = m >> 13, rem = m & 0x1FFF;
-    out.line(fmt("    f32 exponent e = %d (2^%d), mantissa m = 0x%06X", e, e - 127, m));
-    out.line(fmt("    normal f16: E = e - 112 = %d; keep m's top 10 bits 0x%03X,", e - 112, kept));
+    out.line(fmt("    f32 exponent e = %d (2^%d), mantissa mant = 0x%06X", e, e - 127, m));
+    out.line(
+        fmt("    normal f16: E = e - 112 = %d; keep mant's top 10 bits 0x%03X,", e - 112, kept));
     out.line(fmt("    dropped 13 bits 0x%04X vs half 0x1000: %s", rem,
                  rounding(rem, 0x1000, kept).c_str()));
     return;

@@ -149,7 +149,9 @@ const std::vector<Explainer>& explainers() {
     add_loss(v);
     add_cast(v);
     add_optimizer(v);
+    add_tokenizer(v);
     add_determinism(v);
+    add_model(v);
     return v;
   }();
   return all;

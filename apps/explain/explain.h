@@ -53,7 +53,34 @@ struct Explainer {
   std::string summary;  // one line for --list
   std::string page;     // docs/kernels/NN_*.md (docs/training.md for determinism)
   void (*run)(Printer& out, uint64_t seed);
+  // The "break it" variants (`reftrain explain NAME --break BUG`): the example run with a
+  // classic bug put in, so that its own check (a finite difference, a compare with the kernel)
+  // is seen to catch it. Empty when the explainer has none.
+  std::vector<std::string> breaks = {};
+  void (*run_broken)(Printer& out, uint64_t seed, const std::string& bug) = nullptr;
 };
+
+// An exercise the program checks: `reftrain explain NAME --exercise N` prints `text` (the task
+// and its data, from the seed), `--check N ANSWER` compares ANSWER with `answer`, which the
+// program computed with the same kernel the page is about.
+struct Exercise {
+  std::string text;
+  double answer;
+  double tolerance;  // absolute: the answer's rounding, as the text asks for it
+};
+
+// The exercises of explainer `name` for `seed`, numbered from 1; empty when it has none.
+std::vector<Exercise> exercises(const std::string& name, uint64_t seed);
+
+// A figure of the study pages, generated so that it cannot drift from the program: `reftrain
+// explain --figures DIR` writes every one as DIR/NAME.svg, and tests/cli/test_figures.cpp holds
+// the committed docs/img/NAME.svg equal to it.
+struct Figure {
+  std::string name;  // the file is NAME.svg
+  std::string page;  // the page that shows it, relative to the repository
+  std::string (*svg)();
+};
+const std::vector<Figure>& figures();
 
 // Helpers the explainers share.
 using Vec = std::vector<double>;
@@ -90,5 +117,11 @@ void add_activation(std::vector<Explainer>& v);
 void add_loss(std::vector<Explainer>& v);
 void add_cast(std::vector<Explainer>& v);
 void add_optimizer(std::vector<Explainer>& v);
+// add_tokenizer: BPE training merge by merge, for docs/kernels/13_tokenizer.md.
+void add_tokenizer(std::vector<Explainer>& v);
+// The training text `explain bpe --seed S` and its exercise use.
+std::string bpe_exercise_text(uint64_t seed);
+// add_model: the init std and layout counts of every preset, for docs/training.md.
+void add_model(std::vector<Explainer>& v);
 
 }  // namespace reftrain::explain

@@ -40,11 +40,11 @@ void run_crossentropy(Printer& out, uint64_t seed) {
       sum += e[j];
     }
     lse[i] = m + std::log(sum);
-    out.scalar("m = max x", m);
+    out.scalar("mx = max x", m);
     out.vec("x - m", shifted);
-    out.vec("exp(x - m)", e);
-    out.scalar("s = sum exp(x - m)", sum);
-    out.scalar("lse = m + log s", lse[i]);
+    out.vec("exp(x - mx)", e);
+    out.scalar("l = sum exp(x - mx)", sum);
+    out.scalar("lse = mx + log l", lse[i]);
     const double ce = lse[i] - x[tgt[i]];
     const double zl = z * lse[i] * lse[i];
     out.scalar("ce = lse - x[target]", ce);

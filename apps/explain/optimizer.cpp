@@ -284,25 +284,79 @@ void words_row(Printer& out, const std::string& name, const std::vector<uint32_t
   row(out, name, items, 4);
 }
 
+// The 8-bit example's block: weights, this step's gradient, and the state the previous step left
+// before it was quantized.
+struct Block8 {
+  std::vector<float> w0, g0, m_prev, v_prev;
+};
+
+Block8 block8(uint64_t seed, size_t n) {
+  Inputs in(seed);
+  Block8 b;
+  b.w0 = narrow(in.uniform(n, -1, 1));
+  // Small gradients, except one outlier (element 2) that sets this step's block scales.
+  b.g0.resize(n), b.m_prev.resize(n), b.v_prev.resize(n);
+  const std::vector<double> gu = in.uniform(n, -1, 1), mu = in.uniform(n, -1, 1),
+                            su = in.uniform(n, 0.2, 2.0);
+  for (size_t i = 0; i < n; ++i) {
+    b.g0[i] = float(0.05 * gu[i]);
+    // The state the previous step left, before it was quantized: m ~ 0.01, v ~ 1e-6..4e-4.
+    b.m_prev[i] = float(0.01 * mu[i]);
+    b.v_prev[i] = float(0.0001 * su[i] * su[i]);
+  }
+  b.g0[2] = 2.0f;
+  // Element 6 has had almost no gradient: a tiny v, a little momentum left, none this step.
+  b.m_prev[6] = 0.0005f, b.v_prev[6] = 1e-8f, b.g0[6] = 0.0f;
+  return b;
+}
+
+// `--break exact_v`: the update reads the previous step's v as it was before quantization where
+// the dequantized v_deq belongs (the state a checkpoint or another backend holds is the codes,
+// not that v). The result is no longer adamw_8bit_update's, and the compare says so.
+void run_adamw_8bit_broken(Printer& out, uint64_t seed, const std::string& /*bug: exact_v*/) {
+  const size_t n = 8;
+  const int t = 10;
+  const AdamWHyper hp{0.01f, 0.9f, 0.99f, 1e-8f, 0.1f};
+  const Block8 b = block8(seed, n);
+  out.title("adamw_8bit_update --break exact_v: the unquantized v where v_deq belongs");
+  out.line("(the block of `explain adamw_8bit_update`; the update reads v before its");
+  out.line(" quantization instead of v_deq = (code*scale)^2, the state the codes hold)");
+  std::vector<uint8_t> mc(n), vc(n);
+  float ms = 0.0f, vs = 0.0f;
+  quantize_m(b.m_prev.data(), n, mc.data(), &ms);
+  quantize_v(b.v_prev.data(), n, vc.data(), &vs);
+  std::vector<float> m(n), v_deq(n);
+  dequantize_m(mc.data(), ms, n, m.data());
+  dequantize_v(vc.data(), vs, n, v_deq.data());
+  out.section("the v the update reads");
+  row(out, "v_deq", widen(v_deq), "%11.3e", 4);
+  row(out, "v (bug)", widen(b.v_prev), "%11.3e", 4);
+  const GradStats stats = finalize_grad_stats(reduce_norm_sq_fast(b.g0.data(), n), 1.0f);
+  std::vector<float> w = b.w0, g = b.g0, v = b.v_prev;
+  adamw_update(w.data(), g.data(), m.data(), v.data(), n, stats, hp, t);
+  std::vector<float> wk = b.w0, gk = b.g0;
+  std::vector<uint32_t> mp = pack(mc), vp = pack(vc);
+  float msk = ms, vsk = vs;
+  adamw_8bit_update(wk.data(), gk.data(), mp.data(), vp.data(), &msk, &vsk, n, stats, hp, t);
+  out.section("the new w, and the kernel's");
+  row(out, "w (bug)", widen(w), "%11.6f", 4);
+  row(out, "w (kernel)", widen(wk), "%11.6f", 4);
+  out.line(std::string("  w bits as the kernel's: ") + yes(same_bits(wk, w)));
+  out.line(same_bits(wk, w)
+               ? "  the same here: every v happened to quantize exactly"
+               : "  DIFFERENT: small errors (element 6's is the largest), and a golden");
+  out.line("  compare of the step catches them all the same.");
+}
+
 void run_adamw_8bit_update(Printer& out, uint64_t seed) {
   const size_t n = 8;
   const int t = 10;
   const AdamWHyper hp{0.01f, 0.9f, 0.99f, 1e-8f, 0.1f};
-  Inputs in(seed);
-  const std::vector<float> w0 = narrow(in.uniform(n, -1, 1));
-  // Small gradients, except one outlier (element 2) that sets this step's block scales.
-  std::vector<float> g0(n), m_prev(n), v_prev(n);
-  const std::vector<double> gu = in.uniform(n, -1, 1), mu = in.uniform(n, -1, 1),
-                            su = in.uniform(n, 0.2, 2.0);
-  for (size_t i = 0; i < n; ++i) {
-    g0[i] = float(0.05 * gu[i]);
-    // The state the previous step left, before it was quantized: m ~ 0.01, v ~ 1e-6..4e-4.
-    m_prev[i] = float(0.01 * mu[i]);
-    v_prev[i] = float(0.0001 * su[i] * su[i]);
-  }
-  g0[2] = 2.0f;
-  // Element 6 has had almost no gradient: a tiny v, a little momentum left, none this step.
-  m_prev[6] = 0.0005f, v_prev[6] = 1e-8f, g0[6] = 0.0f;
+  const Block8 b = block8(seed, n);
+  const std::vector<float>& w0 = b.w0;
+  const std::vector<float>& g0 = b.g0;
+  const std::vector<float>& m_prev = b.m_prev;
+  const std::vector<float>& v_prev = b.v_prev;
 
   out.title("adamw_8bit_update: one block of 8-bit m and v: dequantize, update, requantize");
   out.section("inputs (one block of 8; a real block holds 256)");
@@ -410,8 +464,12 @@ void add_optimizer(std::vector<Explainer>& v) {
                run_finalize_grad_stats});
   v.push_back({"adamw_update", "AdamW step, bias correction, wd, fused f16 mirror", kPage,
                run_adamw_update});
-  v.push_back({"adamw_8bit_update", "AdamW on 8-bit m, v: dequantize, update, requantize", kPage,
-               run_adamw_8bit_update});
+  v.push_back({"adamw_8bit_update",
+               "AdamW on 8-bit m, v: dequantize, update, requantize",
+               kPage,
+               run_adamw_8bit_update,
+               {"exact_v"},
+               run_adamw_8bit_broken});
 }
 
 }  // namespace reftrain::explain

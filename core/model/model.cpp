@@ -42,9 +42,14 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
       w16_(o.precision == Precision::kMixed ? layout_.total() : 0),
       matmul_(o.matmul, 0, widen_elems(layout_, o.precision, o.matmul)) {}
 
+double init_std(ParamInit init, int layers) {
+  // 2·layers branches add into the residual stream; scaling each by 1/sqrt(2·layers) keeps the
+  // stream's variance that of one branch whatever the depth (docs/training.md).
+  return init == ParamInit::kNormalResidual ? 0.02 / std::sqrt(2.0 * layers) : 0.02;
+}
+
 void Model::init_weights(uint64_t seed) {
   const CounterRng rng(seed, RngStream::kInit);
-  const double residual_std = 0.02 / std::sqrt(2.0 * cfg_.layers);
   w_.zero();
   for (const ParamTensor& t : layout_.tensors()) {
     float* p = w_.data() + t.offset;
@@ -52,7 +57,7 @@ void Model::init_weights(uint64_t seed) {
       std::fill(p, p + t.numel, t.init == ParamInit::kOnes ? 1.0f : 0.0f);
       continue;
     }
-    const double std_dev = t.init == ParamInit::kNormalResidual ? residual_std : 0.02;
+    const double std_dev = init_std(t.init, cfg_.layers);
     const size_t n = t.init_rows < 0 ? t.numel : t.numel / size_t(t.shape[0]) * size_t(t.init_rows);
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(std_dev * rng.normal(t.offset + i));
   }

@@ -182,6 +182,11 @@ class Model {
 };
 
 ParamLayout param_layout(const ModelConfig& cfg);
+// The standard deviation init_weights draws a kNormal or kNormalResidual tensor from in a model
+// of `layers` layers: 0.02, and 0.02/sqrt(2·layers) for the projections that write into the
+// residual stream. A function of its own so that docs/training.md can print it
+// (`reftrain explain init`) instead of quoting it.
+double init_std(ParamInit init, int layers);
 // Floats of one layer's saved attention state (att) and of the attention backward's scratch
 // (dp) for `kind` at (B, T).
 size_t attention_state_floats(const ModelConfig& cfg, AttentionKind kind, int B, int T);

@@ -2,13 +2,14 @@
 // worked example on a page is the verbatim output of the command named in the marker above it, and
 // every kernel `explain --list` names has its page, which shows its example.
 //
-// A page marks an example as
+// A page marks an example (or an exercise's text, `explain NAME --exercise N`) as
 //   <!-- reftrain explain NAME --seed S -->
 //   ```text
 //   ...the output...
 //   ```
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -31,7 +32,8 @@ struct Example {
 
 // Every marked example of every page.
 std::vector<Example> examples() {
-  const std::regex marker(R"(<!-- reftrain (explain [a-z0-9_]+ --seed [0-9]+) -->\n```text\n)");
+  const std::regex marker(
+      R"(<!-- reftrain (explain [a-z0-9_]+ (?:--break [a-z_]+ )?--(?:seed|exercise) [0-9]+) -->\n```text\n)");
   std::vector<Example> out;
   std::vector<fs::path> pages = {fs::path(REFTRAIN_SOURCE_DIR) / "docs" / "training.md"};
   for (const auto& entry : fs::directory_iterator(kDocs)) pages.push_back(entry.path());
@@ -106,6 +108,26 @@ TEST(Explain, EveryCodeListingIsTheSource) {
   EXPECT_GE(listings, 12);
 }
 
+// A page that derives a backward quotes the reference's backward too, not only its forward.
+TEST(Explain, EveryDerivedBackwardIsQuoted) {
+  const std::vector<std::pair<std::string, std::string>> wanted = {
+      {"01_embed.md", "embed_backward"},
+      {"02_norm.md", "layernorm_backward"},
+      {"02_norm.md", "rmsnorm_backward"},
+      {"04_rope.md", "rope_backward"},
+      {"06_swiglu.md", "gelu_backward"},
+      {"06_swiglu.md", "swiglu_backward"},
+      {"07_loss.md", "crossentropy_forward_backward"},
+      {"09_backward_ffn.md", "residual_backward"},
+      {"10_attention_backward.md", "attention_backward"},
+      {"11_linear_backward.md", "linear_backward"}};
+  for (const auto& [page, function] : wanted) {
+    const std::string text = read_file(kDocs + "/" + page);
+    EXPECT_TRUE(std::regex_search(text, std::regex("<!-- listing [\\w/.]+ " + function + " -->")))
+        << page << " derives " << function << " but does not quote it";
+  }
+}
+
 TEST(Explain, DefinitionSkipsDeclarationsAndEndsAtTheClosingBrace) {
   const std::string source =
       "void f(int x);\nint g();\ntemplate <typename T>\nvoid f(T x,\n       int y) {\n  if (x) "
@@ -119,8 +141,12 @@ TEST(Explain, EveryKernelHasItsPageAndExample) {
   const CommandResult list = run_reftrain("explain --list");
   ASSERT_EQ(list.exit_code, 0) << list.output;
   std::set<std::string> shown;
-  for (const Example& e : examples())
+  for (const Example& e : examples()) {
+    // Exercises and broken variants are not the example.
+    if (e.args.find("--seed") == std::string::npos || e.args.find("--break") != std::string::npos)
+      continue;
     shown.insert(e.page + " " + e.args.substr(8, e.args.find(' ', 8) - 8));
+  }
   // --list prints two lines a kernel: "NAME  summary", then the indented page path.
   std::istringstream lines(list.output);
   int kernels = 0;
@@ -135,6 +161,69 @@ TEST(Explain, EveryKernelHasItsPageAndExample) {
         << name << " has no worked example on " << page;
   }
   EXPECT_GE(kernels, 12);
+}
+
+// Every exercise a page shows is checked by the program: the program's own answer is right, a
+// number off by a little more than the tolerance is wrong, and the text fits 80 columns. Seeds
+// other than 1 give other data and other answers.
+TEST(Explain, ExercisesAreCheckedByTheProgram) {
+  int checked = 0;
+  for (const Example& e : examples()) {
+    if (e.args.find("--exercise") == std::string::npos) continue;
+    SCOPED_TRACE(e.page + ": reftrain " + e.args);
+    const std::string kernel = e.args.substr(8, e.args.find(' ', 8) - 8);
+    const std::string n = e.args.substr(e.args.rfind(' ') + 1);
+    std::istringstream lines(e.text);
+    for (std::string l; std::getline(lines, l);) EXPECT_LE(l.size(), 80u) << l;
+    EXPECT_NE(e.text.find("reftrain explain " + kernel + " --check " + n + " ANSWER"),
+              std::string::npos)
+        << "the exercise does not say how to check it";
+    for (const char* seed : {"1", "7"}) {
+      const std::string at = "explain " + kernel + " --seed " + seed;
+      const CommandResult answer = run_reftrain(at + " --answer " + n);
+      ASSERT_EQ(answer.exit_code, 0) << answer.output;
+      const double value = std::stod(answer.output);
+      const CommandResult right = run_reftrain(at + " --check " + n + " " + answer.output);
+      EXPECT_EQ(right.exit_code, 0) << right.output;
+      EXPECT_EQ(right.output.rfind("right: ", 0), 0u) << right.output;
+      // 0.05 is above every exercise's tolerance (answers to 2 decimals or finer).
+      char off[64];
+      std::snprintf(off, sizeof off, "%.6f", value + 0.05);
+      const CommandResult wrong = run_reftrain(at + " --check " + n + " " + off);
+      EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+      EXPECT_EQ(wrong.output.rfind("wrong: ", 0), 0u) << wrong.output;
+      EXPECT_EQ(wrong.output.find(answer.output.substr(0, answer.output.size() - 1)),
+                std::string::npos)
+          << "a wrong answer must not give the right one away";
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 14);
+  EXPECT_EQ(run_reftrain("explain backprop --check 9 1").exit_code, 2);
+  EXPECT_EQ(run_reftrain("explain backprop --check 1 one").exit_code, 2);
+  EXPECT_EQ(run_reftrain("explain init --exercise 1").exit_code, 2);
+}
+
+// A "break it" variant shown on a page is caught by its own check: the finite difference fails
+// or the compare with the kernel does.
+TEST(Explain, EveryBrokenVariantIsCaught) {
+  int broken = 0;
+  for (const Example& e : examples()) {
+    if (e.args.find("--break") == std::string::npos) continue;
+    ++broken;
+    EXPECT_TRUE(e.text.find("DIFFERENT") != std::string::npos ||
+                e.text.find("fails the check") != std::string::npos)
+        << e.page << ": reftrain " << e.args << " is not caught:\n"
+        << e.text;
+  }
+  EXPECT_GE(broken, 2);
+  for (const Example& e : examples()) {
+    if (e.args.find("--break") == std::string::npos) continue;
+    std::istringstream lines(e.text);
+    for (std::string l; std::getline(lines, l);) EXPECT_LE(l.size(), 80u) << e.args << ": " << l;
+  }
+  EXPECT_EQ(run_reftrain("explain attention --break no_such_bug").exit_code, 2);
+  EXPECT_EQ(run_reftrain("explain embed --break assign").exit_code, 2);
 }
 
 TEST(Explain, ThePagesAndTheIndexExist) {
