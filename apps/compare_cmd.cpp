@@ -91,19 +91,83 @@ Tolerance tolerance_for(const std::string& name, const SafetensorsFile& ref, con
   return Tolerance::from_json(all.at(name), ref.path + ": " + name);
 }
 
-void check_names(const SafetensorsFile& ref, const SafetensorsFile& got, bool subset) {
+// A kernel-call dump's metadata entry `key` as JSON (docs/golden-format.md).
+Json dump_meta(const SafetensorsFile& f, const char* key) {
+  const auto it = f.metadata.find(key);
+  const Json j = it == f.metadata.end() ? Json() : Json::parse(it->second, nullptr, false);
+  if (j.is_discarded() || j.is_null()) {
+    throw input_error(f.path + ": no kernel-call dump (metadata \"" + key + "\" missing or bad)");
+  }
+  return j;
+}
+
+bool is_dump(const SafetensorsFile& f) {
+  const auto it = f.metadata.find("format");
+  return it != f.metadata.end() && it->second == "reftrain-kernel-dump";
+}
+
+// The probabilities `att` of every attention call a dump lists, and those it holds.
+std::pair<std::set<std::string>, std::set<std::string>> attention_probs(const SafetensorsFile& f) {
+  static const std::regex call(R"([0-9]{4}\.[^.]+\.attention_(forward|backward))");
+  std::set<std::string> listed, held;
+  for (const Json& c : dump_meta(f, "calls")) {
+    const std::string name = c.is_string() ? c.get<std::string>() : "";
+    if (!std::regex_match(name, call)) continue;
+    listed.insert(name + ".att");
+    if (f.tensors.count(name + ".att")) held.insert(name + ".att");
+  }
+  return {listed, held};
+}
+
+// The tensors only one of two kernel-call dumps may hold because they ran different attention
+// forms: the materialised attention records the probabilities `att` of every attention call
+// (attention_forward's output, attention_backward's input); the fused one keeps each row's
+// log-sum-exp instead, which no dump records (reftrain's golden runs are fused; the WebGPU
+// replay's default twins materialise). So one dump holds `att` at every attention call and the
+// other at none; any other difference is not a form's, and stays a mismatch.
+std::set<std::string> attention_form_tensors(const SafetensorsFile& ref,
+                                             const SafetensorsFile& got) {
+  if (!is_dump(ref) || !is_dump(got)) return {};
+  const auto [ref_listed, ref_held] = attention_probs(ref);
+  const auto [got_listed, got_held] = attention_probs(got);
+  if (ref_held.empty() && got_held == got_listed) return got_held;
+  if (got_held.empty() && ref_held == ref_listed) return ref_held;
+  return {};
+}
+
+// `form`: the tensors one side may lack (attention_form_tensors).
+void check_names(const SafetensorsFile& ref, const SafetensorsFile& got, bool subset,
+                 const std::set<std::string>& form) {
   for (const auto& kv : got.tensors) {
-    if (!ref.tensors.count(kv.first)) {
+    if (!ref.tensors.count(kv.first) && !form.count(kv.first)) {
       throw input_error(got.path + " has tensor '" + kv.first + "' that " + ref.path + " lacks");
     }
   }
   if (subset) return;
   for (const auto& kv : ref.tensors) {
-    if (!got.tensors.count(kv.first)) {
+    if (!got.tensors.count(kv.first) && !form.count(kv.first)) {
       throw input_error(got.path + " lacks tensor '" + kv.first + "' of " + ref.path +
                         " (--subset compares only the tensors B has)");
     }
   }
+}
+
+// The list of the tensors not compared for the attention forms, and which form each side ran.
+void note_attention_forms(Outcome& o, const SafetensorsFile& ref,
+                          const std::set<std::string>& form) {
+  if (form.empty()) return;
+  const bool in_a = ref.tensors.count(*form.begin()) > 0;
+  Json not_compared = Json::array();
+  for (const std::string& n : form) {
+    not_compared.push_back(n + (in_a ? " (only in A)" : " (only in B)"));
+    o.text += "not compared: " + not_compared.back().get<std::string>() + "\n";
+  }
+  o.text += std::string("A ran the ") + (in_a ? "materialised" : "fused") + " attention, B the " +
+            (in_a ? "fused" : "materialised") + " one: only " + (in_a ? "A" : "B") +
+            " records the probabilities att\n";
+  o.json["not_compared"] = not_compared;
+  o.json["attention"] = {{"a", in_a ? "materialised" : "fused"},
+                         {"b", in_a ? "fused" : "materialised"}};
 }
 
 std::string tensor_row(const TensorDiff& d) {
@@ -127,7 +191,8 @@ Json tensor_json(const TensorDiff& d, const Tolerance& tol) {
 
 Outcome compare_tensor_files(const std::string& pa, const std::string& pb, const CompareArgs& a) {
   const SafetensorsFile ref = read_safetensors(pa), got = read_safetensors(pb);
-  check_names(ref, got, a.subset);
+  const std::set<std::string> form = attention_form_tensors(ref, got);
+  check_names(ref, got, a.subset, form);
   Outcome o;
   o.json = {{"kind", "tensors"}, {"a", pa}, {"b", pb}, {"rows", Json::array()}};
   char head[256];
@@ -137,6 +202,7 @@ Outcome compare_tensor_files(const std::string& pa, const std::string& pb, const
   std::string first_fail;
   size_t compared = 0, passed = 0;
   for (const auto& kv : got.tensors) {
+    if (form.count(kv.first) && !ref.tensors.count(kv.first)) continue;
     const Tolerance tol = tolerance_for(kv.first, ref, a);
     const TensorDiff d = compare_tensor(kv.first, ref.tensors.at(kv.first), kv.second, tol);
     if (!a.quiet) o.text += tensor_row(d);
@@ -148,6 +214,7 @@ Outcome compare_tensor_files(const std::string& pa, const std::string& pb, const
   o.json["pass"] = o.pass;
   o.json["first_fail"] = first_fail.empty() ? Json() : Json(first_fail);
   o.text += first_fail.empty() ? "" : "first tensor past tolerance: " + first_fail + "\n";
+  note_attention_forms(o, ref, form);
   o.text +=
       std::to_string(passed) + " of " + std::to_string(compared) + " tensors within tolerance\n";
   return o;
@@ -300,16 +367,6 @@ Outcome compare_dirs(const std::string& da, const std::string& db, const Compare
                      : std::to_string(compared) + " compared files within tolerance, " +
                            std::to_string(missing.size()) + " missing\n";
   return o;
-}
-
-// A kernel-call dump's metadata entry `key` as JSON (docs/golden-format.md).
-Json dump_meta(const SafetensorsFile& f, const char* key) {
-  const auto it = f.metadata.find(key);
-  const Json j = it == f.metadata.end() ? Json() : Json::parse(it->second, nullptr, false);
-  if (j.is_discarded() || j.is_null()) {
-    throw input_error(f.path + ": no kernel-call dump (metadata \"" + key + "\" missing or bad)");
-  }
-  return j;
 }
 
 // The one step-K.safetensors two directories both hold, or the files themselves.

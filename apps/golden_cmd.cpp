@@ -48,17 +48,18 @@ int run_golden_run(const GoldenRunArgs& a) {
 }
 
 struct GoldenKernelsArgs {
-  std::string arch = "all", out;
+  std::string arch = "all", scale = "small", out;
   std::string seed = std::to_string(kGoldenKernelSeed);
 };
 
 int run_golden_kernels(const GoldenKernelsArgs& a) {
   const uint64_t seed = parse_seed(a.seed);
   if (a.out.empty()) throw usage_error("--out needs a directory name");
-  write_golden_kernels(a.out, a.arch, seed);
+  write_golden_kernels(a.out, a.arch, seed, fixture_scale(a.scale));
   int n = 0;
   for (const KernelSpec& k : golden_kernels()) n += in_family(k, a.arch);
-  std::printf("golden kernels: %d fixtures and manifest.json -> %s\n", n, a.out.c_str());
+  std::printf("golden kernels: %d %sfixtures and manifest.json -> %s\n", n,
+              a.scale == "large" ? "large " : "", a.out.c_str());
   return 0;
 }
 
@@ -83,6 +84,11 @@ CommandRunner add_golden_kernels(CLI::App& app) {
   auto a = std::make_shared<GoldenKernelsArgs>();
   app.add_option("--arch", a->arch, "the kernels of one family, or all")
       ->check(one_of({"all", "gpt2", "llama"}))
+      ->capture_default_str();
+  app.add_option("--scale", a->scale,
+                 "small: the cases small and awkward (the pinned fixtures); large: one case at "
+                 "C 768, T 1024 (B 1, V 4049) for timing GPU kernels, ~520 MB with --arch all")
+      ->check(one_of({"small", "large"}))
       ->capture_default_str();
   app.add_option("--seed", a->seed, "seed of the fixtures' inputs")->capture_default_str();
   app.add_option("--out", a->out, "the directory to write (created if missing)")->required();

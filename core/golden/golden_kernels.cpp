@@ -145,7 +145,40 @@ KernelDims kernel_dims(const std::string& case_name) {
   if (case_name == "awkward" || case_name == "nonfinite") {
     return {case_name, 3, 7, 30, 3, 61, 67, 9, 37, 1237};
   }
+  // large: one GPT-2 small layer at B = 1 (C = 768, NH = 12, hs = 64, F = 4C, T = maxT = 1024).
+  // The vocabulary is not GPT-2's: 50257 (padded 50304) would make the embedding and loss
+  // fixtures ~1.3 GB; V = 4049 keeps its 47 padded columns. n = 2^18, 1024 workgroups of 256:
+  // N·C (3x more) would add ~90 MB of element-wise and optimizer fixtures of no new shape.
+  if (case_name == "large") return {"large", 1, 1024, 768, 12, 4049, 4096, 1024, 3072, 262144};
   throw std::invalid_argument("no fixture case named " + case_name);
+}
+
+FixtureScale fixture_scale(const std::string& name) {
+  if (name == "small") return FixtureScale::kSmall;
+  if (name == "large") return FixtureScale::kLarge;
+  throw std::invalid_argument("no fixture scale named " + name);
+}
+
+std::vector<std::string> fixture_cases(const KernelSpec& k, FixtureScale scale) {
+  return scale == FixtureScale::kSmall ? k.cases : std::vector<std::string>{"large"};
+}
+
+Json fixture_dims(FixtureScale scale) {
+  Json dims = Json::object();
+  for (const char* c : scale == FixtureScale::kSmall ? std::vector<const char*>{"small", "awkward"}
+                                                     : std::vector<const char*>{"large"}) {
+    const KernelDims d = kernel_dims(c);
+    dims[c] = {{"B", d.B},         {"T", d.T},   {"C", d.C},   {"NH", d.NH},
+               {"hs", d.C / d.NH}, {"V", d.V},   {"Vp", d.Vp}, {"maxT", d.maxT},
+               {"F", d.F},         {"N", d.N()}, {"n", d.n}};
+  }
+  if (scale == FixtureScale::kLarge) {
+    dims["large"]["note"] =
+        "GPT-2 small's width, heads, MLP and context at B = 1; V and Vp are not GPT-2's 50257 "
+        "and 50304 (the embedding and loss fixtures would be ~1.3 GB) but 4049 and 4096, the same "
+        "47 padded columns; n = 2^18 elements for the element-wise and optimizer kernels";
+  }
+  return dims;
 }
 
 bool in_family(const KernelSpec& k, const std::string& arch) {
@@ -303,10 +336,10 @@ SafetensorsFile recompute_f64(const KernelSpec& k, const SafetensorsFile& fixtur
   return out;
 }
 
-SafetensorsFile make_kernel_fixture(const KernelSpec& k, uint64_t seed) {
+SafetensorsFile make_kernel_fixture(const KernelSpec& k, uint64_t seed, FixtureScale scale) {
   SafetensorsFile f;
   Json params = Json::object(), tolerances = Json::object();
-  for (const std::string& c : k.cases) {
+  for (const std::string& c : fixture_cases(k, scale)) {
     FixtureGen gen(f, k.name, c, seed);
     params[c] = k.make(gen, kernel_dims(c));
     const SafetensorsFile outputs = recompute_f32(k, f, c);
@@ -322,7 +355,8 @@ SafetensorsFile make_kernel_fixture(const KernelSpec& k, uint64_t seed) {
   return f;
 }
 
-Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64_t seed) {
+Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64_t seed,
+                     FixtureScale scale) {
   Json bindings = Json::array(), tols = Json::object(), cases = Json::object();
   for (const Binding& b : k.bindings) {
     bindings.push_back(
@@ -331,7 +365,7 @@ Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64
   }
   for (const auto& [name, t] : k.tolerances) tols[name] = t.to_json();
   const Json params = Json::parse(fixture.metadata.at("params"));
-  for (const std::string& c : k.cases) {
+  for (const std::string& c : fixture_cases(k, scale)) {
     cases[c] = {{"params", params.at(c)},
                 {"tensors", tensor_table(fixture, c)},
                 {"f32_vs_f64", f64_error(k, fixture, c)}};
@@ -350,39 +384,37 @@ Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64
           {"cases", cases}};
 }
 
-void write_golden_kernels(const std::string& out_dir, const std::string& arch, uint64_t seed) {
+Json kernels_manifest(const std::string& arch, uint64_t seed, FixtureScale scale, Json kernels) {
+  Json manifest = {{"format", "reftrain-golden-kernels"}, {"format_version", 1}, {"arch", arch}};
+  // Only the large scale names itself: the small manifest's bytes are pinned
+  // (tests/golden/golden_bytes.sha256).
+  if (scale == FixtureScale::kLarge) manifest["scale"] = "large";
+  manifest["seed"] = seed;
+  manifest["rng"] =
+      "philox4x32-10, CounterRng(seed, stream 5), index i, sub FNV-1a 32 of "
+      "\"<kernel>/<case>.<tensor>\" (docs/rng.md)";
+  manifest["names"] =
+      "<case>.<binding>; an inout binding as <binding>_in (before) and <binding> (after)";
+  manifest["dims"] = fixture_dims(scale);
+  manifest["kernels"] = std::move(kernels);
+  return manifest;
+}
+
+void write_golden_kernels(const std::string& out_dir, const std::string& arch, uint64_t seed,
+                          FixtureScale scale) {
   namespace fs = std::filesystem;
   create_output_dir(out_dir);
   Json kernels = Json::array();
   for (const KernelSpec& k : golden_kernels()) {
     if (!in_family(k, arch)) continue;
-    SafetensorsFile f = make_kernel_fixture(k, seed);
-    Json entry = kernel_manifest(k, f, seed);
+    SafetensorsFile f = make_kernel_fixture(k, seed, scale);
+    Json entry = kernel_manifest(k, f, seed, scale);
     f.metadata["manifest"] = json_text(entry, -1);
     write_safetensors((fs::path(out_dir) / (k.name + ".safetensors")).string(), f);
     kernels.push_back(std::move(entry));
   }
-  Json dims = Json::object();
-  for (const char* c : {"small", "awkward"}) {
-    const KernelDims d = kernel_dims(c);
-    dims[c] = {{"B", d.B},         {"T", d.T},   {"C", d.C},   {"NH", d.NH},
-               {"hs", d.C / d.NH}, {"V", d.V},   {"Vp", d.Vp}, {"maxT", d.maxT},
-               {"F", d.F},         {"N", d.N()}, {"n", d.n}};
-  }
-  const Json manifest = {
-      {"format", "reftrain-golden-kernels"},
-      {"format_version", 1},
-      {"arch", arch},
-      {"seed", seed},
-      {"rng",
-       "philox4x32-10, CounterRng(seed, stream 5), index i, sub FNV-1a 32 of "
-       "\"<kernel>/<case>.<tensor>\" (docs/rng.md)"},
-      {"names",
-       "<case>.<binding>; an inout binding as <binding>_in (before) and <binding> "
-       "(after)"},
-      {"dims", dims},
-      {"kernels", kernels}};
-  write_text_file((fs::path(out_dir) / "manifest.json").string(), json_text(manifest, 1) + "\n");
+  write_text_file((fs::path(out_dir) / "manifest.json").string(),
+                  json_text(kernels_manifest(arch, seed, scale, std::move(kernels)), 1) + "\n");
 }
 
 }  // namespace reftrain

@@ -1,10 +1,11 @@
 // Per-kernel golden tensors: for every kernel a GPU backend implements, one safetensors file
 // with the kernel's inputs, outputs and gradients at a small shape and at an awkward one (sizes
-// that are not multiples of 4, 16 or 64), plus a manifest naming the GPU twin, the bindings in
-// order, the shapes, the hyperparameters and the tolerance to check with
-// (docs/golden-format.md). The outputs come from reftrain's scalar reference kernels (the
-// templates of ops/ and the plain-named functions of optim/); the inputs from CounterRng(seed,
-// RngStream::kGolden).
+// that are not multiples of 4, 16 or 64), or at the large scale at one GPU-sized shape for timing
+// a GPU kernel, plus a manifest naming the GPU twin, the bindings in order, the shapes, the
+// hyperparameters and the tolerance to check with (docs/golden-format.md). The outputs come from
+// reftrain's scalar reference kernels (the templates of ops/ and the plain-named functions of
+// optim/; the large case's linear products from the blocked matmul, bit-identical to the naive
+// one); the inputs from CounterRng(seed, RngStream::kGolden).
 //
 // Tensor names in a file are "<case>.<binding>": inputs under the binding's name; a binding the
 // kernel reads and writes (an accumulated gradient, the AdamW state) as "<binding>_in" before
@@ -25,7 +26,7 @@ namespace reftrain {
 
 // Every size a fixture may use; each kernel takes the ones it needs.
 struct KernelDims {
-  std::string name;  // "small", "awkward", "nonfinite"
+  std::string name;  // "small", "awkward", "nonfinite", "large"
   int B, T, C, NH, V, Vp, maxT, F;
   int N() const { return B * T; }
   int n;  // elements of the element-wise and optimizer kernels
@@ -64,13 +65,27 @@ KernelDims kernel_dims(const std::string& case_name);
 bool in_family(const KernelSpec& k, const std::string& arch);  // arch "all", "gpt2", "llama"
 constexpr uint64_t kGoldenKernelSeed = 6;
 
+// Which cases the fixtures hold. kSmall: each kernel's own cases (small, awkward, and nonfinite
+// where it has one), the pinned fixtures a GPU kernel is checked with. kLarge: one case,
+// "large", at GPT-2 small's width and context (C = 768, T = 1024), for timing a GPU kernel on
+// inputs whose outputs are known.
+enum class FixtureScale { kSmall, kLarge };
+FixtureScale fixture_scale(const std::string& name);  // "small" or "large"
+std::vector<std::string> fixture_cases(const KernelSpec& k, FixtureScale scale);
+// The manifest's "dims": the sizes of every case of `scale`.
+Json fixture_dims(FixtureScale scale);
+
 // The fixture of one kernel: every case's inputs and outputs, the tolerances by tensor name in
 // the metadata ("tolerances", for `reftrain compare`) and the kernel's manifest entry
 // ("manifest").
-SafetensorsFile make_kernel_fixture(const KernelSpec& k, uint64_t seed);
+SafetensorsFile make_kernel_fixture(const KernelSpec& k, uint64_t seed,
+                                    FixtureScale scale = FixtureScale::kSmall);
 // The kernel's manifest entry; `fixture` supplies the tensor shapes, and its outputs are
 // measured against the float64 recomputation when the kernel has one.
-Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64_t seed);
+Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64_t seed,
+                     FixtureScale scale = FixtureScale::kSmall);
+// manifest.json of the kernel entries `kernels` (kernel_manifest's), written for `arch`.
+Json kernels_manifest(const std::string& arch, uint64_t seed, FixtureScale scale, Json kernels);
 // Runs the float (or double) reference on the inputs of `case_name` in `fixture` and returns its
 // outputs under the same names.
 SafetensorsFile recompute_f32(const KernelSpec& k, const SafetensorsFile& fixture,
@@ -79,7 +94,8 @@ SafetensorsFile recompute_f64(const KernelSpec& k, const SafetensorsFile& fixtur
                               const std::string& case_name);
 
 // Writes `kernel.safetensors` for every kernel of `arch`, and manifest.json, into out_dir.
-void write_golden_kernels(const std::string& out_dir, const std::string& arch, uint64_t seed);
+void write_golden_kernels(const std::string& out_dir, const std::string& arch, uint64_t seed,
+                          FixtureScale scale = FixtureScale::kSmall);
 
 // ------------------------------------------------------------------------------------------
 // The machinery the kernel files (golden_kernels_<family>.cpp) use.

@@ -25,7 +25,8 @@ const char* const kSeed004 = "004_ebfe072bf2a522fd.txt";
 // ---- gradient norm -----------------------------------------------------------------------
 
 // Gradients: normal, 0.1 (small: its norm, ~2.3, is clipped to 1) or 0.01 (awkward: ~0.35, not
-// clipped); the nonfinite case adds +Inf, NaN and −Inf, which every kernel here must skip.
+// clipped; large: ~8.9, clipped); the nonfinite case adds +Inf, NaN and −Inf, which every kernel
+// here must skip.
 std::vector<float> make_grads(FixtureGen& g, const KernelDims& d, const std::string& name) {
   std::vector<float> v = g.draw_normal(name, size_t(d.n), d.name == "small" ? 0.1 : 0.01);
   if (d.name == "nonfinite") v[3] = INFINITY, v[100] = NAN, v[size_t(d.n) - 2] = -INFINITY;

@@ -9,8 +9,8 @@ namespace {
 
 using namespace fixture;
 
-// z: 0 in the small case (plain cross-entropy, the gpt2 presets), 0.05 in the awkward one (far
-// above llama's 1e-4, so that the z-loss term shows).
+// z: 0 in the small case (plain cross-entropy, the gpt2 presets), 0.05 in the awkward and large
+// ones (far above llama's 1e-4, so that the z-loss term shows).
 float z_of(const KernelDims& d) {
   return d.name == "small" ? 0.0f : 0.05f;
 }

@@ -9,8 +9,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <ostream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/formats/safetensors.h"
@@ -231,6 +234,71 @@ TEST(GoldenKernelsArch, OneFamilyLeavesTheOtherOut) {
   EXPECT_TRUE(std::filesystem::exists(dir.file("g/linear_forward.safetensors")));
   EXPECT_FALSE(std::filesystem::exists(dir.file("g/rope_forward.safetensors")));
   EXPECT_EQ(testing::run_reftrain("golden kernels --arch bert --out " + dir.file("b")).exit_code,
+            2);
+}
+
+const KernelSpec& golden_kernel(const std::string& name) {
+  const std::vector<KernelSpec>& all = golden_kernels();
+  const auto it =
+      std::find_if(all.begin(), all.end(), [&](const KernelSpec& k) { return k.name == name; });
+  if (it == all.end()) throw std::invalid_argument("no golden kernel " + name);
+  return *it;
+}
+
+// `golden kernels --scale large`: one case, "large", at C = 768 and T = 1024, and a manifest
+// that says so. Through the library for two kernels: the whole directory is ~0.5 GB and ~12 s.
+TEST(GoldenKernelsLarge, ManifestStatesTheScaleAndTheTensorsHaveItsShapes) {
+  Json entries = Json::array();
+  for (const char* name : {"embed_forward", "attention_forward"}) {
+    const KernelSpec& k = golden_kernel(name);
+    SafetensorsFile f = make_kernel_fixture(k, kGoldenKernelSeed, FixtureScale::kLarge);
+    entries.push_back(kernel_manifest(k, f, kGoldenKernelSeed, FixtureScale::kLarge));
+  }
+  const Json m = kernels_manifest("all", kGoldenKernelSeed, FixtureScale::kLarge, entries);
+  EXPECT_EQ(m.at("scale"), "large");
+  ASSERT_EQ(m.at("dims").size(), 1u);
+  const Json& d = m.at("dims").at("large");
+  EXPECT_EQ(d.at("C"), 768);
+  EXPECT_EQ(d.at("T"), 1024);
+  EXPECT_EQ(d.at("hs"), 64);
+  EXPECT_NE(d.at("note").get<std::string>().find("50257"), std::string::npos);  // the vocab
+  const int64_t B = d.at("B"), T = d.at("T"), C = d.at("C"), NH = d.at("NH"), Vp = d.at("Vp"),
+                maxT = d.at("maxT");
+  using Shape = std::vector<int64_t>;
+  const std::vector<std::pair<std::string, std::map<std::string, Shape>>> want = {
+      {"embed_forward",
+       {{"tokens", {B, T}}, {"wte", {Vp, C}}, {"wpe", {maxT, C}}, {"out", {B, T, C}}}},
+      {"attention_forward", {{"qkv", {B, T, 3 * C}}, {"out", {B, T, C}}, {"att", {B, NH, T, T}}}}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    const Json& entry = m.at("kernels").at(i);
+    SCOPED_TRACE(entry.at("name").get<std::string>());
+    EXPECT_EQ(entry.at("name"), want[i].first);
+    ASSERT_EQ(entry.at("cases").size(), 1u);
+    const Json& c = entry.at("cases").at("large");
+    EXPECT_EQ(c.at("params").at("C"), 768);
+    EXPECT_EQ(c.at("params").at("T"), 1024);
+    ASSERT_EQ(c.at("tensors").size(), want[i].second.size());
+    for (const auto& [tensor, shape] : want[i].second) {
+      EXPECT_EQ(c.at("tensors").at(tensor).at("shape").get<Shape>(), shape) << tensor;
+    }
+    for (const auto& [output, error] : c.at("f32_vs_f64").items()) {
+      EXPECT_LT(error.at("used").get<double>(), 1e-2) << output;
+    }
+  }
+}
+
+// The small scale is the default and its manifest names no scale: its bytes are pinned
+// (GoldenBytes).
+TEST(GoldenKernelsLarge, SmallScaleNamesNoScaleAndOthersAreUsageErrors) {
+  const Json small =
+      kernels_manifest("all", kGoldenKernelSeed, FixtureScale::kSmall, Json::array());
+  EXPECT_FALSE(small.contains("scale"));
+  EXPECT_EQ(small.at("dims").size(), 2u);
+  EXPECT_TRUE(small.at("dims").contains("small") && small.at("dims").contains("awkward"));
+  EXPECT_EQ(fixture_cases(golden_kernel("adamw_update"), FixtureScale::kSmall),
+            (std::vector<std::string>{"small", "awkward", "nonfinite"}));
+  TempDir dir;
+  EXPECT_EQ(testing::run_reftrain("golden kernels --scale huge --out " + dir.file("h")).exit_code,
             2);
 }
 

@@ -1,7 +1,10 @@
 // The kernel-call dump (`reftrain golden run --dump-step K`, docs/golden-format.md): it records
 // every call of step K by name in execution order, with its inputs and outputs, and changes no
 // other file of the run; `reftrain compare --first-divergence` names the first call whose
-// outputs are past tolerance, and says whether its inputs were within it.
+// outputs are past tolerance, and says whether its inputs were within it. Plain `compare` of
+// two dumps from the two attention forms (fused: no `att`; materialised: `att` at every
+// attention call) compares what both hold and lists the rest; any other one-sided tensor is
+// still a mismatch.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +17,9 @@
 
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
+#include "core/golden/golden_run.h"
+#include "core/train/config.h"
+#include "core/train/data.h"
 #include "tests/common/test_util.h"
 
 namespace reftrain {
@@ -111,6 +117,99 @@ TEST(KernelDump, FirstDivergenceNamesTheCallWhoseOutputsDiverged) {
       testing::run_reftrain("compare --first-divergence " + a + " " + dir.file("g/trace.jsonl"))
           .exit_code,
       2);
+}
+
+// `golden run` has no --attention: the materialised form's run, through the library, as the
+// command would write it with --steps 2 --dump-step 1.
+std::string materialised_run(const TempDir& dir, const std::string& preset) {
+  const Preset& p = find_preset(preset);
+  TrainConfig train = p.train;
+  train.steps = 2;
+  train.attention = AttentionKind::kMaterialised;
+  write_golden_run(p, train, load_fortunes(), dir.file("mat-" + preset), 1);
+  return dir.file("mat-" + preset);
+}
+
+std::vector<std::string> att_tensors(const SafetensorsFile& f) {
+  std::vector<std::string> v;
+  for (const auto& kv : f.tensors) {
+    if (kv.first.size() > 4 && kv.first.substr(kv.first.size() - 4) == ".att")
+      v.push_back(kv.first);
+  }
+  return v;
+}
+
+TEST(KernelDump, AttentionFormsCompareWhatBothHoldAndListTheProbabilities) {
+  TempDir dir;
+  const std::string fused = run_golden(dir, "fused", "--preset tiny --dump-step 1");
+  const std::string mat = materialised_run(dir, "tiny");
+  const SafetensorsFile f = read_safetensors(fused + "/step-1.safetensors");
+  const SafetensorsFile m = read_safetensors(mat + "/step-1.safetensors");
+  // What the two forms record: the same calls; `att` (forward and backward, both layers of
+  // tiny) only where the probabilities exist, and no log-sum-exp either way.
+  EXPECT_EQ(calls_of(f), calls_of(m));
+  EXPECT_TRUE(att_tensors(f).empty());
+  const std::vector<std::string> att = att_tensors(m);
+  ASSERT_EQ(att.size(), 4u);
+  EXPECT_EQ(att[0], call_of(m, "h0.attention_forward") + ".att");
+  for (const auto& kv : f.tensors) EXPECT_TRUE(m.tensors.count(kv.first)) << kv.first;
+  for (const SafetensorsFile* d : {&f, &m}) {
+    for (const auto& kv : d->tensors) EXPECT_EQ(kv.first.find(".lse"), std::string::npos);
+  }
+  for (const auto& [a, b] : {std::pair{fused, mat}, std::pair{mat, fused}}) {
+    const testing::CommandResult r = testing::run_reftrain(
+        "compare --quiet " + a + "/step-1.safetensors " + b + "/step-1.safetensors");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    const std::string side = a == fused ? " (only in B)" : " (only in A)";
+    for (const std::string& n : att) {
+      EXPECT_NE(r.output.find("not compared: " + n + side), std::string::npos) << r.output;
+    }
+    EXPECT_NE(r.output.find(std::to_string(f.tensors.size()) + " of " +
+                            std::to_string(f.tensors.size()) + " tensors within tolerance"),
+              std::string::npos)
+        << r.output;
+  }
+  // Two run directories holding the dumps, and --json.
+  const testing::CommandResult r = testing::run_reftrain("compare --json " + fused + " " + mat);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const Json j = Json::parse(r.output);
+  bool listed = false;
+  for (const Json& file : j.at("files")) {
+    if (!file.contains("attention")) continue;
+    listed = true;
+    EXPECT_EQ(file.at("attention").at("b"), "materialised");
+    EXPECT_EQ(file.at("not_compared").size(), att.size());
+  }
+  EXPECT_TRUE(listed) << r.output;
+}
+
+// Only a whole form's difference is forgiven: a dump that lacks another tensor, or the
+// probabilities of one attention call but not the others, still does not match (exit 2).
+TEST(KernelDump, AnyOtherOneSidedTensorIsStillAMismatch) {
+  TempDir dir;
+  const std::string fused =
+      run_golden(dir, "fused", "--preset tiny --dump-step 1") + "/step-1.safetensors";
+  const std::string mat = materialised_run(dir, "tiny") + "/step-1.safetensors";
+  const auto compare = [](const std::string& a, const std::string& b) {
+    return testing::run_reftrain("compare --quiet " + a + " " + b);
+  };
+  SafetensorsFile f = read_safetensors(fused);
+  const std::string ln = call_of(f, "h0.layernorm_forward") + ".out";
+  ASSERT_EQ(f.tensors.erase(ln), 1u);
+  write_safetensors(dir.file("no-ln.safetensors"), f);
+  testing::CommandResult r = compare(mat, dir.file("no-ln.safetensors"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("lacks tensor '" + ln + "'"), std::string::npos) << r.output;
+  EXPECT_EQ(compare(dir.file("no-ln.safetensors"), mat).exit_code, 2);
+  SafetensorsFile m = read_safetensors(mat);
+  const std::string att = call_of(m, "h1.attention_forward") + ".att";
+  ASSERT_EQ(m.tensors.erase(att), 1u);
+  write_safetensors(dir.file("no-att.safetensors"), m);
+  for (const std::string& other : {fused, mat}) {
+    r = compare(other, dir.file("no-att.safetensors"));
+    EXPECT_EQ(r.exit_code, 2) << other << "\n" << r.output;
+  }
+  EXPECT_EQ(compare(fused, mat).exit_code, 0);
 }
 
 }  // namespace

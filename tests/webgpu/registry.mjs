@@ -81,6 +81,19 @@ export const attentionForms = {
   },
 };
 
+// reduce_norm_sq in two passes (optimizer.wgsl): G workgroups' partial sums into scratch, then
+// one workgroup sums them in a fixed order. G is at most 1024 (each covers a grid-stride share).
+const normGroups = (p) => Math.min(1024, Math.max(1, Math.ceil(p.n / 256)));
+const normSq = {
+  file: 'optimizer.wgsl', prelude: [elementwisePrelude, 'prelude/optimizer.wgsl'],
+  passes: [
+    { entry: 'reduce_norm_sq', bindings: ['data', 'partial', 'n'], dispatch: (p) => [normGroups(p)] },
+    { entry: 'reduce_norm_sq_final', bindings: ['partial', 'result', 'groups'], dispatch: () => [1], reads: ['partial'] },
+  ],
+  scratch: { partial: normGroups },
+  structs: { groups: [['G', 'u32', normGroups]] },
+};
+
 export function makeRegistry({ linear = 'naive', attention = 'materialised' } = {}) {
   if (!linearForms[linear]) throw new Error(`no linear form ${linear}: ${Object.keys(linearForms)}`);
   if (!attentionForms[attention]) throw new Error(`no attention form ${attention}: ${Object.keys(attentionForms)}`);
@@ -109,8 +122,7 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     gelu_erf_backward: elementwise('activation.wgsl', 'gelu_erf_backward'),
     swiglu_forward: elementwise('activation.wgsl', 'swiglu_forward'),
     swiglu_backward: elementwise('activation.wgsl', 'swiglu_backward'),
-    // Its workgroups add their partial sums into `result` atomically: it needs zeroing first.
-    reduce_norm_sq: { ...optimizer('optimizer.wgsl', 'reduce_norm_sq'), zero: ['result'] },
+    reduce_norm_sq: normSq,
     finalize_grad_stats: { ...optimizer('optimizer.wgsl', 'finalize_grad_stats'), dispatch: () => [1] },
     adamw_update: { ...optimizer('optimizer.wgsl', 'adamw_update', 'size'), uniforms: ['hp', 'bias'] },
     adamw_update_f16: { ...optimizer('optimizer_f16.wgsl', 'adamw_update_f16', 'size'), uniforms: ['hp', 'bias'] },

@@ -11,40 +11,58 @@
 //                     (storage rw, one f32 per 256-element block), grad_stats, size, hp, bias
 // β1ᵗ and β2ᵗ come from the host (pow in double, rounded to f32), so the kernels never see t.
 
-// ---- reduce_norm_sq: data (r), result (rw, one f32 as atomic bits), n ---------------------
+// ---- reduce_norm_sq, in two passes: partial sums, then their sum ------------------------
+// A fixed order, so the same gradients give the same bits on every run and device: each of G
+// workgroups sums its grid-stride share into partial[g] (a tree in the workgroup), then one
+// workgroup sums the G partials (each thread a fixed stride of them, then a tree) and stores
+// the result. (Atomic float adds from many workgroups land in whatever order they finish: on
+// an NVIDIA GPU the last bits of the norm then change from run to run.)
+// Pass 1: data (r), partial (rw, G floats), n. Pass 2: partial (r), result (rw), groups {G}.
 
 @group(0) @binding(0) var<storage, read> rn_data: array<f32>;
-@group(0) @binding(1) var<storage, read_write> rn_result: atomic<u32>;
+@group(0) @binding(1) var<storage, read_write> rn_partial: array<f32>;
 @group(0) @binding(2) var<uniform> rn_n: u32;
+
+@group(0) @binding(0) var<storage, read> rf_partial: array<f32>;
+@group(0) @binding(1) var<storage, read_write> rf_result: array<f32>;
+struct Groups { G: u32 }
+@group(0) @binding(2) var<uniform> rf_groups: Groups;
 
 var<workgroup> sh_red: array<f32, 256>;
 
-// Grid-stride sum of squares of the finite elements, a tree in the workgroup, then a
-// compare-and-swap float add into the one result word.
-@compute @workgroup_size(256)
-fn reduce_norm_sq(@builtin(global_invocation_id) gid: vec3<u32>,
-                  @builtin(local_invocation_index) tid: u32,
-                  @builtin(num_workgroups) nwg: vec3<u32>) {
-  let grid = nwg.x * nwg.y * WG;
-  var local: f32 = 0.0;
-  for (var i = flat_id(gid, nwg); i < rn_n; i = i + grid) {
-    let v = rn_data[i];
-    if (is_finite(v)) { local = local + v * v; }
-  }
+// The workgroup's tree over sh_red, thread `tid` holding `local`: the sum, in thread 0.
+fn tree_sum(tid: u32, local: f32) -> f32 {
   sh_red[tid] = local;
   workgroupBarrier();
   for (var s = WG / 2u; s > 0u; s = s >> 1u) {
     if (tid < s) { sh_red[tid] = sh_red[tid] + sh_red[tid + s]; }
     workgroupBarrier();
   }
-  if (tid == 0u) {
-    var old = atomicLoad(&rn_result);
-    loop {
-      let r = atomicCompareExchangeWeak(&rn_result, old, bitcast<u32>(bitcast<f32>(old) + sh_red[0]));
-      if (r.exchanged) { break; }
-      old = r.old_value;
-    }
+  return sh_red[0];
+}
+
+// Grid-stride sum of squares of the finite elements, one partial per workgroup.
+@compute @workgroup_size(256)
+fn reduce_norm_sq(@builtin(global_invocation_id) gid: vec3<u32>,
+                  @builtin(local_invocation_index) tid: u32,
+                  @builtin(workgroup_id) wid: vec3<u32>,
+                  @builtin(num_workgroups) nwg: vec3<u32>) {
+  let grid = nwg.x * WG;
+  var local: f32 = 0.0;
+  for (var i = gid.x; i < rn_n; i = i + grid) {
+    let v = rn_data[i];
+    if (is_finite(v)) { local = local + v * v; }
   }
+  let sum = tree_sum(tid, local);
+  if (tid == 0u) { rn_partial[wid.x] = sum; }
+}
+
+@compute @workgroup_size(256)
+fn reduce_norm_sq_final(@builtin(local_invocation_index) tid: u32) {
+  var local: f32 = 0.0;
+  for (var g = tid; g < rf_groups.G; g = g + WG) { local = local + rf_partial[g]; }
+  let sum = tree_sum(tid, local);
+  if (tid == 0u) { rf_result[0] = sum; }
 }
 
 // ---- finalize_grad_stats: norm_sq (r), grad_stats (rw: [grad_norm, clip]), max_norm ------
