@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <regex>
 #include <set>
@@ -19,6 +20,7 @@
 #include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "core/base/error.h"
+#include "core/base/json_depth.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
 #include "core/golden/compare.h"
@@ -85,7 +87,10 @@ Tolerance tolerance_for(const std::string& name, const SafetensorsFile& ref, con
   if (a.tol_given) return a.tol;
   const auto it = ref.metadata.find("tolerances");
   if (it == ref.metadata.end()) return a.tol;
-  const Json all = Json::parse(it->second, nullptr, false);
+  // Metadata strings escape the header's depth limit: checked here before parsing.
+  const Json all = json_nested_deeper_than(it->second, 16)
+                       ? Json(Json::value_t::discarded)
+                       : Json::parse(it->second, nullptr, false);
   if (!all.is_object()) throw input_error(ref.path + ": metadata \"tolerances\" is not JSON");
   if (!all.contains(name)) return Tolerance::exact();
   return Tolerance::from_json(all.at(name), ref.path + ": " + name);
@@ -94,7 +99,9 @@ Tolerance tolerance_for(const std::string& name, const SafetensorsFile& ref, con
 // A kernel-call dump's metadata entry `key` as JSON (docs/golden-format.md).
 Json dump_meta(const SafetensorsFile& f, const char* key) {
   const auto it = f.metadata.find(key);
-  const Json j = it == f.metadata.end() ? Json() : Json::parse(it->second, nullptr, false);
+  const Json j = it == f.metadata.end() || json_nested_deeper_than(it->second, 16)
+                     ? Json()
+                     : Json::parse(it->second, nullptr, false);
   if (j.is_discarded() || j.is_null()) {
     throw input_error(f.path + ": no kernel-call dump (metadata \"" + key + "\" missing or bad)");
   }
@@ -312,8 +319,16 @@ std::set<std::string> comparable_files(const std::string& dir) {
 // which a replay reads and need not write back, and its kernel-call dumps (step-K.safetensors,
 // written by --dump-step K), which a replay writes only when asked.
 std::set<std::string> golden_optional_files(const std::string& dir) {
+  std::error_code ec;
   std::ifstream in(fs::path(dir) / "config.json");
-  const Json config = in ? Json::parse(in, nullptr, false) : Json();
+  std::string text;
+  if (in && fs::file_size(fs::path(dir) / "config.json", ec) <= (1 << 20)) {
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // A golden config.json is a few KB and nests 3 levels; anything else is read as no config.
+  const Json config = text.empty() || json_nested_deeper_than(text, 16)
+                          ? Json()
+                          : Json::parse(text, nullptr, false);
   std::set<std::string> inputs;
   if (!config.is_object() || !config.contains("files") || !config["files"].is_object()) {
     return inputs;

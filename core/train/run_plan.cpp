@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/base/error.h"
+#include "core/base/json_depth.h"
 #include "core/formats/hf.h"
 #include "core/formats/llmc.h"
 #include "core/train/data_parallel.h"
@@ -335,9 +336,12 @@ std::vector<Json> trace_head(const std::string& path, const Json& run, const Run
   dropped_line = 0;
   if (!p.ckpt) return {run};
   const auto stored = p.ckpt->file.metadata.find("run");
-  const Json ckpt_run = stored == p.ckpt->file.metadata.end()
-                            ? Json()
-                            : Json::parse(stored->second, nullptr, /*allow_exceptions=*/false);
+  // Depth-checked first (a string inside the header, which the header's own limit misses); a
+  // run line too deep or not JSON is no run line, as a missing one.
+  const Json ckpt_run =
+      stored == p.ckpt->file.metadata.end() || json_nested_deeper_than(stored->second, 16)
+          ? Json()
+          : Json::parse(stored->second, nullptr, /*allow_exceptions=*/false);
   ContinuedTrace old = continued_trace(path, run, ckpt_run, p.start);
   dropped_line = old.dropped_line;
   std::vector<Json> head = std::move(old.head);

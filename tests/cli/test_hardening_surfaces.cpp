@@ -253,6 +253,32 @@ TEST_F(HardeningSurfaces, HfWeightsAreCheckedAgainstTheConfigBeforeAllocating) {
   EXPECT_NE(limited.output.find("has shape"), std::string::npos) << limited.output;
 }
 
+// Beyond the list: a JSON value inside safetensors metadata is a string, which the header's depth
+// limit does not reach into: a checkpoint's 12 MB "[[[[" config cost ~500 MB to parse.
+TEST_F(HardeningSurfaces, DeeplyNestedMetadataIsRefusedBeforeParsing) {
+  const std::string ck = dir_.file("ck"), bad = dir_.file("bad.safetensors");
+  ASSERT_EQ(train("--out " + ck).exit_code, 0);
+  SafetensorsFile f = read_safetensors(ck + "/ckpt-00000001.safetensors");
+  f.metadata["config"] = std::string(12 << 20, '[');
+  write_safetensors(bad, f);
+  const CommandResult r = run_command("{ ulimit -v 400000; " + std::string(REFTRAIN_BIN) +
+                                      " sample --ckpt " + bad + " --tokens 1; }");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("config metadata nests deeper than 16 levels"), std::string::npos)
+      << r.output;
+  // compare reads a fixture's tolerances from its metadata the same way.
+  SafetensorsFile t;
+  const float x = 1.0f;
+  t.add("x", DType::kF32, {1}, &x);
+  t.metadata["tolerances"] = std::string(12 << 20, '[');
+  const std::string tf = dir_.file("t.safetensors");
+  write_safetensors(tf, t);
+  const CommandResult c = run_command("{ ulimit -v 400000; " + std::string(REFTRAIN_BIN) +
+                                      " compare " + tf + " " + tf + "; }");
+  EXPECT_EQ(c.exit_code, 2) << c.output;
+  EXPECT_NE(c.output.find("metadata \"tolerances\" is not JSON"), std::string::npos) << c.output;
+}
+
 // --- messages: one line, naming the real problem and the fix ----------------------------------
 
 TEST_F(HardeningSurfaces, MovedTokenizerDirectoryIsNamed) {
