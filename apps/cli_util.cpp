@@ -175,14 +175,19 @@ void refuse_clobbering(const std::vector<NamedPath>& outputs,
   }
 }
 
-std::function<void(int32_t)> token_printer(std::shared_ptr<const Tokenizer> tokenizer) {
-  return [tokenizer](int32_t token) {
-    if (tokenizer) {
-      const std::string bytes = tokenizer->decode({token});
-      std::fwrite(bytes.data(), 1, bytes.size(), stdout);
-    } else {
-      std::printf(" %d", int(token));
-    }
+void write_stdout(const std::string& bytes) {
+  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout)) {
+    throw StdoutError();
+  }
+}
+
+std::function<void(int32_t)> token_printer(std::shared_ptr<const Tokenizer> tokenizer,
+                                           bool strict) {
+  return [tokenizer, strict](int32_t token) {
+    const std::string bytes =
+        tokenizer ? tokenizer->decode({token}) : " " + std::to_string(int(token));
+    if (strict) return write_stdout(bytes);
+    std::fwrite(bytes.data(), 1, bytes.size(), stdout);
     std::fflush(stdout);
   };
 }

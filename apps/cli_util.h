@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/error.h"
 #include "core/tokenizer/tokenizer.h"
 #include "core/train/run_config.h"
 
@@ -59,10 +60,20 @@ struct NamedPath {
 // destroy what the command reads, before anyone noticed. Empty paths are skipped.
 void refuse_clobbering(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
+// Standard output could not take a write (a reader that went away, a full disk): the command
+// stops there instead of computing output nobody receives (SIGPIPE is ignored, so only the
+// failed write tells).
+struct StdoutError : UserError {
+  StdoutError() : UserError("standard output cannot be written", kExitInputError) {}
+};
+// Writes `bytes` to standard output and flushes it; StdoutError when either fails.
+void write_stdout(const std::string& bytes);
+
 // Prints each sampled token as soon as it is drawn, flushed: its bytes under `tokenizer`, or
-// without one (llm.c ids of unknown meaning) the id as " ID". Used by `sample` and by the sample
-// that ends `train`.
-std::function<void(int32_t)> token_printer(std::shared_ptr<const Tokenizer> tokenizer);
+// without one (llm.c ids of unknown meaning) the id as " ID". Used by `sample` (`strict`: a
+// failed write throws StdoutError) and by the sample that ends `train` (not strict: a closed
+// stdout must not fail a run whose checkpoints are written).
+std::function<void(int32_t)> token_printer(std::shared_ptr<const Tokenizer> tokenizer, bool strict);
 // The prompt that starts a sample when none is given: <|endoftext|> when the tokenizer has it
 // (or, without a tokenizer, the last id of the model's vocab, GPT-2's <|endoftext|>), else a
 // newline.

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <regex>
 #include <set>
@@ -19,6 +20,7 @@
 #include "apps/cli_util.h"
 #include "apps/commands.h"
 #include "core/base/error.h"
+#include "core/base/json_depth.h"
 #include "core/formats/safetensors.h"
 #include "core/formats/trace.h"
 #include "core/golden/compare.h"
@@ -85,7 +87,10 @@ Tolerance tolerance_for(const std::string& name, const SafetensorsFile& ref, con
   if (a.tol_given) return a.tol;
   const auto it = ref.metadata.find("tolerances");
   if (it == ref.metadata.end()) return a.tol;
-  const Json all = Json::parse(it->second, nullptr, false);
+  // Metadata strings escape the header's depth limit: checked here before parsing.
+  const Json all = json_nested_deeper_than(it->second, 16)
+                       ? Json(Json::value_t::discarded)
+                       : Json::parse(it->second, nullptr, false);
   if (!all.is_object()) throw input_error(ref.path + ": metadata \"tolerances\" is not JSON");
   if (!all.contains(name)) return Tolerance::exact();
   return Tolerance::from_json(all.at(name), ref.path + ": " + name);
@@ -94,7 +99,9 @@ Tolerance tolerance_for(const std::string& name, const SafetensorsFile& ref, con
 // A kernel-call dump's metadata entry `key` as JSON (docs/golden-format.md).
 Json dump_meta(const SafetensorsFile& f, const char* key) {
   const auto it = f.metadata.find(key);
-  const Json j = it == f.metadata.end() ? Json() : Json::parse(it->second, nullptr, false);
+  const Json j = it == f.metadata.end() || json_nested_deeper_than(it->second, 16)
+                     ? Json()
+                     : Json::parse(it->second, nullptr, false);
   if (j.is_discarded() || j.is_null()) {
     throw input_error(f.path + ": no kernel-call dump (metadata \"" + key + "\" missing or bad)");
   }
@@ -210,6 +217,10 @@ Outcome compare_tensor_files(const std::string& pa, const std::string& pb, const
     ++compared, passed += d.pass;
     if (!d.pass && first_fail.empty()) first_fail = d.name;
   }
+  // Nothing compared is no pass (--subset against a B of other names, an empty B).
+  if (compared == 0) {
+    throw input_error(pa + " and " + pb + " have no tensor in common: nothing was compared");
+  }
   o.pass = passed == compared;
   o.json["pass"] = o.pass;
   o.json["first_fail"] = first_fail.empty() ? Json() : Json(first_fail);
@@ -308,8 +319,16 @@ std::set<std::string> comparable_files(const std::string& dir) {
 // which a replay reads and need not write back, and its kernel-call dumps (step-K.safetensors,
 // written by --dump-step K), which a replay writes only when asked.
 std::set<std::string> golden_optional_files(const std::string& dir) {
+  std::error_code ec;
   std::ifstream in(fs::path(dir) / "config.json");
-  const Json config = in ? Json::parse(in, nullptr, false) : Json();
+  std::string text;
+  if (in && fs::file_size(fs::path(dir) / "config.json", ec) <= (1 << 20)) {
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // A golden config.json is a few KB and nests 3 levels; anything else is read as no config.
+  const Json config = text.empty() || json_nested_deeper_than(text, 16)
+                          ? Json()
+                          : Json::parse(text, nullptr, false);
   std::set<std::string> inputs;
   if (!config.is_object() || !config.contains("files") || !config["files"].is_object()) {
     return inputs;
@@ -371,7 +390,16 @@ Outcome compare_dirs(const std::string& da, const std::string& db, const Compare
 
 // The one step-K.safetensors two directories both hold, or the files themselves.
 std::pair<std::string, std::string> dump_files(const std::string& pa, const std::string& pb) {
-  if (kind_of(pa) != Kind::kDir) return {pa, pb};
+  if (kind_of(pa) != Kind::kDir) {
+    for (const std::string& p : {pa, pb}) {
+      if (kind_of(p) == Kind::kTrace) {
+        throw input_error(p +
+                          " is a trace; --first-divergence compares two kernel-call dumps "
+                          "(step-K.safetensors, written by golden run --dump-step K)");
+      }
+    }
+    return {pa, pb};
+  }
   std::vector<std::string> both;
   const std::set<std::string> in_b = comparable_files(pb);
   for (const std::string& n : comparable_files(pa)) {
@@ -384,49 +412,133 @@ std::pair<std::string, std::string> dump_files(const std::string& pa, const std:
   return {(fs::path(pa) / both[0]).string(), (fs::path(pb) / both[0]).string()};
 }
 
+// Two dumps compare call by call only when they are dumps of the same step of the same kind of
+// run: the same `step` and the same `calls` (an fp32 run's calls are not a mixed one's).
+void check_same_dump_kind(const SafetensorsFile& ref, const SafetensorsFile& got) {
+  for (const SafetensorsFile* f : {&ref, &got}) {
+    if (!is_dump(*f)) {
+      throw input_error(f->path +
+                        " is not a kernel-call dump (metadata format is not "
+                        "reftrain-kernel-dump); --first-divergence compares two");
+    }
+  }
+  const auto step = [](const SafetensorsFile& f) {
+    const auto it = f.metadata.find("step");
+    return it == f.metadata.end() ? std::string("?") : it->second;
+  };
+  if (step(ref) != step(got)) {
+    throw input_error(ref.path + " is step " + step(ref) + "'s dump but " + got.path + " step " +
+                      step(got) + "'s; compare dumps of the same step");
+  }
+  const Json a = dump_meta(ref, "calls"), b = dump_meta(got, "calls");
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string ca = i < a.size() ? a[i].dump() : "none",
+                      cb = i < b.size() ? b[i].dump() : "none";
+    if (ca == cb) continue;
+    throw input_error("the dumps ran other calls (call " + std::to_string(i) + ": " + ca +
+                      " in A, " + cb +
+                      " in B): they come from runs of another kind "
+                      "(precision, architecture or optimizer), which are not compared");
+  }
+}
+
+// One call of A: its inputs' and outputs' diffs against B, and whether B lacked any of its
+// tensors (then it was not compared: judging it on what is left could miss its divergence).
+struct CallDiff {
+  std::vector<TensorDiff> ins, outs;
+  bool skipped = false;
+};
+
+CallDiff diff_call(const std::string& call, const SafetensorsFile& ref, const SafetensorsFile& got,
+                   const Json& written, const std::set<std::string>& form, const CompareArgs& a) {
+  CallDiff c;
+  const std::string prefix = call + ".";
+  for (auto it = ref.tensors.lower_bound(prefix);
+       it != ref.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
+    if (!got.tensors.count(it->first)) {
+      c.skipped = c.skipped || !form.count(it->first);
+      continue;
+    }
+    const std::string binding = it->first.substr(prefix.size());
+    const TensorDiff d = compare_tensor(it->first, it->second, got.tensors.at(it->first),
+                                        tolerance_for(it->first, ref, a));
+    const bool out = std::find(written.begin(), written.end(), Json(binding)) != written.end();
+    (out ? c.outs : c.ins).push_back(d);
+  }
+  if (c.skipped) c.ins.clear(), c.outs.clear();
+  return c;
+}
+
+bool any_failed(const std::vector<TensorDiff>& v) {
+  return std::any_of(v.begin(), v.end(), [](const TensorDiff& d) { return !d.pass; });
+}
+
+// The table and advice of the first diverged call; `skipped`: the calls before it B lacked.
+void report_divergence(Outcome& o, const std::string& call, const CallDiff& c,
+                       const std::vector<std::string>& skipped) {
+  o.pass = false;
+  o.json["call"] = call;
+  o.json["pass"] = false;
+  o.json["inputs_within"] = !any_failed(c.ins);
+  char head[256];
+  std::snprintf(head, sizeof head, "       %-44s %-4s %-14s %9s %9s %9s %8s %7s\n", "tensor",
+                "type", "shape", "max_abs", "max_rel", "nmse", "ulp", "used");
+  o.text += "first divergence: call " + call + "\n" + head;
+  for (const TensorDiff& d : c.ins) o.text += "  in   " + tensor_row(d);
+  for (const TensorDiff& d : c.outs) o.text += "  out  " + tensor_row(d);
+  if (!any_failed(c.ins)) {
+    o.text += "its inputs are within tolerance: the kernel of this call diverged\n";
+  } else if (!skipped.empty()) {
+    o.text += "its inputs are past tolerance too, and " + std::to_string(skipped.size()) +
+              " call(s) before it were not compared (B lacks their tensors; the first " +
+              skipped.front() + "): the divergence may be in one of those\n";
+  } else {
+    o.text +=
+        "its inputs are past tolerance too: the divergence is before this step (compare "
+        "an earlier step's dump)\n";
+  }
+}
+
 // --first-divergence: the first call, in A's order, with an output past tolerance, and its
-// table (inputs, then outputs). Tensors only one dump holds are skipped: reftrain's has no
-// `att` where the fused attention ran.
+// table (inputs, then outputs). The tensors one attention form lacks are not compared; a call
+// with any other tensor missing from B is skipped and named, and nothing compared is no pass.
 Outcome first_divergence(const std::string& pa, const std::string& pb, const CompareArgs& a) {
   const SafetensorsFile ref = read_safetensors(pa), got = read_safetensors(pb);
+  check_same_dump_kind(ref, got);
   const Json calls = dump_meta(ref, "calls"), outputs = dump_meta(ref, "outputs");
+  const std::set<std::string> form = attention_form_tensors(ref, got);
   Outcome o;
   o.json = {{"kind", "first_divergence"}, {"a", pa}, {"b", pb}, {"call", Json()}};
-  for (const Json& c : calls) {
-    const std::string call = c.get<std::string>(), prefix = call + ".";
+  o.text = "A " + pa + "\nB " + pb + "\n";
+  std::vector<std::string> skipped;
+  size_t compared = 0;
+  for (const Json& entry : calls) {
+    const std::string call = entry.get<std::string>();
     const Json& written = outputs.contains(call) ? outputs.at(call) : Json::array();
-    std::vector<TensorDiff> ins, outs;
-    for (auto it = ref.tensors.lower_bound(prefix);
-         it != ref.tensors.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
-      if (!got.tensors.count(it->first)) continue;
-      const std::string binding = it->first.substr(prefix.size());
-      const TensorDiff d = compare_tensor(it->first, it->second, got.tensors.at(it->first),
-                                          tolerance_for(it->first, ref, a));
-      const bool out = std::find(written.begin(), written.end(), Json(binding)) != written.end();
-      (out ? outs : ins).push_back(d);
+    const CallDiff c = diff_call(call, ref, got, written, form, a);
+    if (c.skipped) {
+      skipped.push_back(call);
+      o.text += "not compared: call " + call + " (B lacks its tensors)\n";
+      continue;
     }
-    const auto failed = [](const std::vector<TensorDiff>& v) {
-      return std::any_of(v.begin(), v.end(), [](const TensorDiff& d) { return !d.pass; });
-    };
-    if (!failed(outs)) continue;
-    o.pass = false;
-    o.json["call"] = call;
-    o.json["pass"] = false;
-    o.json["inputs_within"] = !failed(ins);
-    char head[256];
-    std::snprintf(head, sizeof head, "       %-44s %-4s %-14s %9s %9s %9s %8s %7s\n", "tensor",
-                  "type", "shape", "max_abs", "max_rel", "nmse", "ulp", "used");
-    o.text = "A " + pa + "\nB " + pb + "\nfirst divergence: call " + call + "\n" + head;
-    for (const TensorDiff& d : ins) o.text += "  in   " + tensor_row(d);
-    for (const TensorDiff& d : outs) o.text += "  out  " + tensor_row(d);
-    o.text += failed(ins) ? "its inputs are past tolerance too: the divergence is before this "
-                            "step (compare an earlier step's dump)\n"
-                          : "its inputs are within tolerance: the kernel of this call diverged\n";
+    compared += !c.outs.empty();
+    if (!any_failed(c.outs)) continue;
+    o.json["skipped"] = skipped;
+    report_divergence(o, call, c, skipped);
     return o;
   }
-  o.json["pass"] = true;
-  o.text = "A " + pa + "\nB " + pb + "\nno call diverged: " + std::to_string(calls.size()) +
-           " calls within tolerance\n";
+  if (compared == 0) {
+    throw input_error(pb + " holds no output of a call of " + pa + ": nothing was compared");
+  }
+  o.json["skipped"] = skipped;
+  o.pass = skipped.empty();
+  o.json["pass"] = o.pass;
+  o.text += skipped.empty()
+                ? "no call diverged: " + std::to_string(calls.size()) + " calls within tolerance\n"
+                : "no compared call diverged, but " + std::to_string(skipped.size()) + " of " +
+                      std::to_string(calls.size()) +
+                      " calls were not compared (B lacks their tensors; the first " +
+                      skipped.front() + ")\n";
   return o;
 }
 

@@ -2,6 +2,11 @@
 // Hugging Face transformers directory, config.json and model.safetensors, which
 // GPT2LMHeadModel / LlamaForCausalLM.from_pretrained(DIR) loads (core/formats/hf.h;
 // docs/formats.md).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -52,14 +57,84 @@ std::vector<float> checkpoint_weights(const Checkpoint& c, const ParamLayout& la
   return w;
 }
 
+// Every file an export writes. A directory holding only these (or nothing) is an earlier
+// export, which a new one replaces whole; anything else in it is the user's, never deleted.
+constexpr const char* kExportFiles[] = {kHfConfigFile, kHfWeightsFile, "tokenizer.json",
+                                        "vocab.json", "merges.txt"};
+
+void check_replaceable(const std::filesystem::path& out) {
+  std::error_code ec;
+  if (!std::filesystem::exists(out, ec)) return;
+  if (!std::filesystem::is_directory(out, ec)) {
+    throw usage_error("--out " + out.string() +
+                      " is a file, not a directory; choose another --out");
+  }
+  for (const auto& e : std::filesystem::directory_iterator(out, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool ours = std::any_of(std::begin(kExportFiles), std::end(kExportFiles),
+                                  [&](const char* f) { return name == f; });
+    if (!ours) {
+      throw usage_error("--out " + out.string() + " holds " + printable(name, 200) +
+                        ", which no export writes, and an export replaces the whole directory; "
+                        "export into a new or empty directory");
+    }
+  }
+  if (ec) throw input_error("cannot list --out " + out.string() + ": " + ec.message());
+}
+
+// Puts the finished `staging` directory at `out` in one step: a rename onto a new or empty
+// `out`, else an exchange of the two (so `out` is at every moment the old export or the new
+// one, never a mix), after which the old one is removed from `staging`'s name.
+void move_into_place(const std::filesystem::path& staging, const std::filesystem::path& out) {
+  std::error_code ec;
+  const bool empty = !std::filesystem::exists(out, ec) || std::filesystem::is_empty(out, ec);
+  const int rc =
+      empty ? ::rename(staging.c_str(), out.c_str())
+            : ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE);
+  if (rc != 0) {
+    const int err = errno;
+    std::filesystem::remove_all(staging, ec);
+    throw input_error("cannot move the export into --out " + out.string() + ": " +
+                      std::strerror(err) +
+                      (err == EINVAL ? " (this file system cannot exchange directories; export "
+                                       "into a new directory)"
+                                     : ""));
+  }
+  if (!empty) std::filesystem::remove_all(staging, ec);
+  const std::filesystem::path parent = out.has_parent_path() ? out.parent_path() : ".";
+  const int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) ::fsync(dfd), ::close(dfd);  // the rename's durability; the files are synced
+}
+
+// The directory the export is built in: beside --out, so that the final rename stays within
+// one file system. One left behind by a killed export is removed first.
+std::filesystem::path fresh_staging(const std::filesystem::path& out) {
+  const std::filesystem::path staging =
+      out.parent_path() / ("." + out.filename().string() + ".export-tmp");
+  std::error_code ec;
+  std::filesystem::remove_all(staging, ec);
+  create_output_dir(staging.string());
+  return staging;
+}
+
+// --out without a trailing slash or dot components: "hf/" and "hf" are one directory.
+std::filesystem::path out_dir(const std::string& out) {
+  std::filesystem::path p = std::filesystem::path(out).lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();
+  return p;
+}
+
 int run_export(const ExportArgs& a) {
   if (a.ckpt.empty()) throw usage_error("--ckpt needs a checkpoint file or directory");
   if (a.out.empty()) throw usage_error("--out needs a directory");
-  const std::filesystem::path dir(a.out);
-  const std::string weights = (dir / kHfWeightsFile).string();
-  const std::string config = (dir / kHfConfigFile).string();
+  const std::filesystem::path dir = out_dir(a.out);
   Checkpoint c = read_checkpoint(a.ckpt);
-  refuse_clobbering({{"--out", weights}, {"--out", config}}, {{"--ckpt", c.path}});
+  // The export replaces these names in --out: none may be what the checkpoint is read from or
+  // what it was trained on.
+  std::vector<NamedPath> outputs;
+  for (const char* f : kExportFiles) outputs.push_back({"--out", (dir / f).string()});
+  refuse_clobbering(outputs, {{"--ckpt", c.path}, {"the checkpoint's data", c.meta.data.path}});
+  check_replaceable(dir);
   const ModelConfig& model = c.meta.model;
   const ParamLayout layout = param_layout(model);
   const std::vector<float> w = checkpoint_weights(c, layout);
@@ -70,20 +145,21 @@ int run_export(const ExportArgs& a) {
       reload_tokenizer(c.meta.data.tokenizer, a.tokenizer);
   const bool bpe = tokenizer && tokenizer->kind() != "bytes";
 
-  create_output_dir(a.out);
-  write_hf_weights(a.out, model, layout, w.data());
+  const std::filesystem::path staging = fresh_staging(dir);
+  write_hf_weights(staging.string(), model, layout, w.data());
   Json hf_config = hf_config_json(model);
   std::string files = std::string(kHfConfigFile) + ", " + kHfWeightsFile;
   if (bpe) {
-    for (const std::string& f : write_tokenizer_files(a.out, *tokenizer)) files += ", " + f;
+    for (const std::string& f : write_tokenizer_files(staging.string(), *tokenizer)) {
+      files += ", " + f;
+    }
     if (tokenizer->eot_id() >= 0) {
       hf_config["bos_token_id"] = tokenizer->eot_id();
       hf_config["eos_token_id"] = tokenizer->eot_id();
     }
   }
-  // config.json goes last: a directory without it is no model, so an export cut short by an
-  // error cannot be mistaken for a complete one.
-  write_hf_config(a.out, hf_config);
+  write_hf_config(staging.string(), hf_config);
+  move_into_place(staging, dir);
   std::printf("exported %s (%s, step %lld) to %s: %s%s\n", c.path.c_str(), enum_name(model.arch),
               static_cast<long long>(c.meta.step), a.out.c_str(), files.c_str(),
               bpe ? "" : " (no tokenizer files: the model reads bytes or llm.c ids)");

@@ -74,7 +74,7 @@ CommandRunner add_golden_run(CLI::App& app) {
   }
   app.add_option("--dump-step", a->dump_step,
                  "also write step-K.safetensors: every kernel call of step K, inputs and outputs")
-      ->check(CLI::Range(1, 1000000));
+      ->transform(decimal_int(1, 1000000));
   a->data_opt = app.add_option("--data", a->data, "UTF-8 text file (default: the fortunes corpus)");
   app.add_option("--out", a->out, "the directory to write (created if missing)")->required();
   return [a] { return run_golden_run(*a); };

@@ -15,18 +15,44 @@
 
 namespace {
 
+// The length of the well-formed UTF-8 sequence of 2 to 4 bytes at text[i], or 0.
+size_t utf8_length(const std::string& text, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(text[i]);
+  const size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+                   : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4
+                                            : 0;
+  if (n == 0 || i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return 0;
+  }
+  const unsigned char c1 = static_cast<unsigned char>(text[i + 1]);
+  // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8 either.
+  if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) ||
+      (c == 0xf4 && c1 > 0x8f)) {
+    return 0;
+  }
+  return n;
+}
+
 // A whole message fit for one line of stderr: control bytes (a newline inside a flag's value) as
 // \xNN, and when it is longer than `max_chars`, its middle cut (a 100 KB value the command line
 // parser echoes), keeping the start and the end, where the reason is.
+// Bytes that are not UTF-8 (a raw 0xFF quoted from a file by a parser's message) are \xNN too:
+// a terminal would show them as garbage.
 std::string one_line(const std::string& message, size_t max_chars = 400) {
   static const char kHex[] = "0123456789abcdef";
   std::string out;
-  for (const char ch : message) {
-    const unsigned char c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f) {
+  for (size_t i = 0; i < message.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(message[i]);
+    const size_t n = utf8_length(message, i);
+    if (c >= 0x80 && n > 0) {
+      out += message.substr(i, n);
+      i += n - 1;
+    } else if (c < 0x20 || c >= 0x7f) {
       out += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
     } else {
-      out += ch;
+      out += char(c);
     }
   }
   if (out.size() <= max_chars) return out;
@@ -68,6 +94,19 @@ std::string unknown_command(const CLI::App& app, int argc, char** argv) {
   return "unknown command " + reftrain::printable(given) +
          (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") + " (commands: " + names +
          ")";
+}
+
+// The advice for running out of memory fits the command: only `train` has a batch to shrink;
+// other commands ran out on their input (a plot of huge traces, a text to encode).
+std::string out_of_memory(const CLI::App* command) {
+  const std::string name = command ? command->get_name() : "";
+  if (name == "train") {
+    return "out of memory; train a smaller --batch or --seq, or a smaller preset (`reftrain "
+           "presets` lists what each needs)";
+  }
+  return "out of memory in `reftrain " + name +
+         "`: its input needs more memory than this machine has; give it a smaller input (or "
+         "free memory)";
 }
 
 // Prints the error; one of several ranks also ends the others (they would wait for it forever).
@@ -142,9 +181,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s (see reftrain --help)\n", one_line(what).c_str());
     return kExitUsageError;
   }
+  const CLI::App* command = nullptr;
   try {
     for (const auto& [sub, run] : runners) {
       if (!sub->parsed()) continue;
+      command = sub;
       const int code = run();
       Comm::world().finalize();
       return code;
@@ -153,10 +194,7 @@ int main(int argc, char** argv) {
     if (isatty(fileno(stdout))) std::printf("\n");  // end a progress line left open
     return end_on_error(one_line(e.what()), e.exit_code());
   } catch (const std::bad_alloc&) {
-    return end_on_error(
-        "out of memory; train a smaller --batch or --seq, or a smaller preset (`reftrain "
-        "presets` lists what each needs)",
-        kExitInputError);
+    return end_on_error(out_of_memory(command), kExitInputError);
   }
   return kExitUsageError;
 }

@@ -74,22 +74,21 @@ int run_sample(const SampleArgs& a) {
   // The prompt as text, except the default <|endoftext|>, which marks a start rather than text.
   const bool eot_start = a.prompt_given->count() == 0 && tokenizer && tokenizer->eot_id() >= 0;
   if (tokenizer && !eot_start) {
-    const std::string shown = tokenizer->decode(prompt);
-    std::fwrite(shown.data(), 1, shown.size(), stdout);
+    write_stdout(tokenizer->decode(prompt));
   } else if (!tokenizer) {
-    std::printf("%d", int(prompt[0]));
+    write_stdout(std::to_string(int(prompt[0])));
   }
-  std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   try {
-    sample_tokens(*model, t.seq, prompt, options, token_printer(tokenizer));
+    sample_tokens(*model, t.seq, prompt, options, token_printer(tokenizer, true));
+  } catch (const StdoutError&) {
+    throw;  // about the output, not the checkpoint
   } catch (const UserError& e) {
     throw input_error(c.path + ": " + e.what());
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("\n");
-  std::fflush(stdout);
+  write_stdout("\n");
   std::fprintf(stderr, "sampled %d tokens in %.3f s: %.1f tokens/s (%s)\n", options.tokens, seconds,
                seconds > 0 ? options.tokens / seconds : 0.0,
                options.kv_cache ? "kv cache" : "recompute");

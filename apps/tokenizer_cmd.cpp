@@ -49,12 +49,6 @@ std::string read_input(const std::string& path, const std::string& what) {
   return text;
 }
 
-void write_stdout(const std::string& bytes) {
-  if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() || std::fflush(stdout)) {
-    throw input_error("standard output cannot be written");
-  }
-}
-
 int run_train(const TokenizerArgs& a) {
   if (a.out.empty()) throw usage_error("--out needs a file name");
   refuse_clobbering({{"--out", a.out}}, {{"--data", a.data}});
@@ -109,11 +103,15 @@ std::vector<int32_t> parse_ids(const std::string& text, const std::string& name)
     size_t j = i;
     while (j < text.size() && !space(text[j])) ++j;
     const std::string item = text.substr(i, j - i);
-    bool digits = item.size() <= 10;
-    for (const char c : item) digits = digits && c >= '0' && c <= '9';
-    if (!digits || std::stoll(item) > INT32_MAX) {
-      throw input_error(name + ": item " + std::to_string(ids.size() + 1) + " " + printable(item) +
-                        " is not a token id (decimal digits)");
+    const bool digits = item.find_first_not_of("0123456789") == std::string::npos;
+    const std::string where =
+        name + ": item " + std::to_string(ids.size() + 1) + " " + printable(item);
+    if (!digits) throw input_error(where + " is not a token id (decimal digits)");
+    // Digits, but too many for any id: say that, not that they are no digits.
+    if (item.size() > 10 || std::stoll(item) > INT32_MAX) {
+      throw input_error(where +
+                        " is larger than any token id; ids are below the tokenizer's "
+                        "vocabulary size");
     }
     ids.push_back(int32_t(std::stoll(item)));
     i = j;

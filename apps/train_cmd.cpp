@@ -225,7 +225,8 @@ void print_sample(Trainer& trainer) {
   const int32_t prompt = default_prompt(tokenizer.get(), trainer.model().config().vocab);
   std::printf("\nsample:\n%s", tokenizer ? "" : "(token ids; pass --tokenizer to read them)");
   try {
-    trainer.sample({prompt}, {256, 1.0f, 0, trainer.train_config().seed}, token_printer(tokenizer));
+    trainer.sample({prompt}, {256, 1.0f, 0, trainer.train_config().seed},
+                   token_printer(tokenizer, false));
   } catch (const UserError& e) {
     std::printf("(none: %s)", e.what());
   }

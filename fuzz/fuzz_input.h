@@ -40,6 +40,39 @@ class ScratchFile {
   std::string path_;
 };
 
+// A scratch directory per process, for readers that find their files by name in a directory
+// (vocab.json + merges.txt, config.json beside model.safetensors).
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& target) {
+    std::error_code ec;
+    const std::filesystem::path base = std::filesystem::is_directory("/dev/shm", ec)
+                                           ? std::filesystem::path("/dev/shm")
+                                           : std::filesystem::temp_directory_path();
+    path_ = base / ("reftrain-fuzz-" + target + "-" + std::to_string(getpid()));
+    std::filesystem::create_directories(path_, ec);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  // Replaces DIR/NAME's contents with `bytes`; returns its path.
+  std::string write(const std::string& name, const std::string& bytes) {
+    const std::string file = (path_ / name).string();
+    std::FILE* f = std::fopen(file.c_str(), "wb");
+    if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size() ||
+        std::fclose(f) != 0) {
+      std::perror(file.c_str());
+      std::abort();
+    }
+    return file;
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
 // An invariant the reader promises for every file it accepts; a violation is a finding.
 #define FUZZ_CHECK(cond)                                                                \
   do {                                                                                  \

@@ -3,7 +3,8 @@
 Usage: /usr/bin/python3 fuzz/make_corpus.py BUILD/reftrain
 Writes fuzz/corpus/<target>/ (the committed corpus; each file a few KB at most). The files come
 from the project's writers: tests/torch/safetensors_io.py and tests/torch/llmc_files.py for the
-binary formats, and `reftrain train --trace` itself for the trace.
+binary formats, `reftrain train --trace` itself for the trace, and `reftrain tokenizer train` and
+`reftrain export` for the tokenizer files and Hugging Face configs.
 """
 import os
 import subprocess
@@ -116,6 +117,34 @@ def trace_corpus(reftrain):
     put("trace_jsonl", "cut_line", lines[2][: len(lines[2]) // 2])
 
 
+def tokenizer_and_hf_corpus(reftrain):
+    """A small trained tokenizer (tokenizer.json; vocab.json + NUL + merges.txt as one input) and
+    the config.json of exported gpt2 and llama models."""
+    with tempfile.TemporaryDirectory() as tmp:
+        text, tok = os.path.join(tmp, "t.txt"), os.path.join(tmp, "tok.json")
+        with open(text, "w") as f:
+            f.write("the cat sat on the mat. a dog ran in the park.\n" * 40)
+        subprocess.run([reftrain, "tokenizer", "train", "--data", text, "--vocab-size", "270",
+                        "--out", tok], check=True, stderr=subprocess.DEVNULL)
+        with open(tok, "rb") as f:
+            data = f.read()
+        with_cuts("tokenizer_json", "tok270", data, [-2, len(data) // 2])
+        for preset in ["tiny", "llama-tiny"]:
+            ck, hf = os.path.join(tmp, "ck-" + preset), os.path.join(tmp, "hf-" + preset)
+            args = ["--tokenizer", tok] if preset == "tiny" else []
+            subprocess.run([reftrain, "train", "--preset", preset, "--steps", "1", "--data", text,
+                            "--out", ck] + args, check=True, stdout=subprocess.DEVNULL)
+            subprocess.run([reftrain, "export", "--ckpt", ck, "--format", "hf", "--out", hf],
+                           check=True, stdout=subprocess.DEVNULL)
+            with open(os.path.join(hf, "config.json"), "rb") as f:
+                put("hf_config", preset, f.read())
+        with open(os.path.join(tmp, "hf-tiny", "vocab.json"), "rb") as f:
+            vocab = f.read()
+        with open(os.path.join(tmp, "hf-tiny", "merges.txt"), "rb") as f:
+            merges = f.read()
+        with_cuts("tokenizer_files", "tok270", vocab + b"\0" + merges, [-3, len(vocab) + 40])
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -124,6 +153,7 @@ def main():
     llmc_tokens_corpus()
     checkpoint_corpus(sys.argv[1])
     trace_corpus(sys.argv[1])
+    tokenizer_and_hf_corpus(sys.argv[1])
 
 
 if __name__ == "__main__":

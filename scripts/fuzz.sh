@@ -2,9 +2,9 @@
 # The libFuzzer targets (fuzz/): build them with clang in BUILD_DIR, or run one.
 #   scripts/fuzz.sh build BUILD_DIR
 #   scripts/fuzz.sh run BUILD_DIR TARGET SECONDS [libFuzzer flags...]
-# TARGET is safetensors, checkpoint, llmc_checkpoint, llmc_tokens or trace_jsonl. A run reads the
-# seed corpus fuzz/corpus/TARGET and writes what it finds to BUILD_DIR/corpus/TARGET, so the
-# repository is never modified; a crashing input is saved under BUILD_DIR/artifacts/. It fails
+# TARGET is one of REFTRAIN_FUZZ_TARGETS (CMakeLists.txt). A run reads the seed corpus
+# fuzz/corpus/TARGET and writes what it finds to BUILD_DIR/corpus/TARGET, so the repository is
+# never modified; a crashing input is saved under BUILD_DIR/artifacts/. It fails
 # on a crash, a sanitizer report, an input slower than 10 s, or a malloc over 256 MB (the seed
 # files are a few KB, so no reader should need more).
 set -euo pipefail

@@ -68,8 +68,17 @@ std::string output_target(const std::string& path) {
   return p.string();
 }
 
-AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
+AtomicFileWriter::AtomicFileWriter(const std::string& path, Links links) : path_(path) {
   struct stat st = {};
+  if (links == Links::kRefuse) {
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      throw input_error(printable(path, 200) +
+                        " is a symbolic link, directory, device or FIFO, not a file reftrain "
+                        "wrote; remove it");
+    }
+    create_tmp(path);
+    return;
+  }
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     // A directory is refused by name: renaming over it used to fail as "cannot rename
     // /.tmp.tmp" (for --trace /tmp), a message that names neither the value nor the reason.
@@ -82,9 +91,17 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path) {
     if (fd_ < 0) fail("cannot open", errno);
     return;
   }
-  path_ = output_target(path);
+  create_tmp(output_target(path));
+}
+
+void AtomicFileWriter::create_tmp(const std::string& target) {
+  path_ = target;
   tmp_ = atomic_tmp_path(path_);
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // O_EXCL | O_NOFOLLOW after the unlink: a file that appears at the temporary name in between
+  // (a link planted there) makes the open fail rather than be written through. The unlink's own
+  // failure (usually: nothing there) shows in the open's.
+  ::unlink(tmp_.c_str());
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create", errno);
 }
 

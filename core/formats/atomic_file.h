@@ -15,11 +15,21 @@
 
 namespace reftrain {
 
+//
+// The temporary name is never followed: whatever is there (a stale file, a link someone put in
+// its place) is removed and the file created anew, so a link at .NAME.tmp cannot redirect the
+// bytes into its target.
 class AtomicFileWriter {
  public:
-  // Creates (truncates) DIR/.NAME.tmp (NAME a symlink's target), or opens a device or FIFO for
-  // writing; an input error naming the file and the reason otherwise.
-  explicit AtomicFileWriter(const std::string& path);
+  // What the writer does with a symlink, device or FIFO at PATH.
+  enum class Links {
+    kFollow,  // write the link's target, or the device: outputs the user named
+    kRefuse,  // an input error unless PATH is a regular file or new; the rename replaces the
+              // name itself, never a link's target: files reftrain names on its own (caches)
+  };
+  // Creates DIR/.NAME.tmp (NAME a symlink's target), or opens a device or FIFO for writing; an
+  // input error naming the file and the reason otherwise.
+  explicit AtomicFileWriter(const std::string& path, Links links = Links::kFollow);
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
   // Removes the temporary file when commit() was not reached (an error on the way).
@@ -34,6 +44,8 @@ class AtomicFileWriter {
   const std::string& tmp_path() const { return tmp_; }  // "" when written through
 
  private:
+  // Opens a fresh DIR/.NAME.tmp for `target` (DIR/NAME).
+  void create_tmp(const std::string& target);
   [[noreturn]] void fail(const std::string& what, int err);
   std::string path_, tmp_;
   int fd_ = -1;

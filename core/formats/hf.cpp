@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/base/json_depth.h"
 #include "core/formats/atomic_file.h"
 #include "core/formats/input_file.h"
 #include "core/formats/safetensors.h"
+#include "core/model/model.h"
 #include "ops/cast.h"
 
 namespace reftrain {
@@ -273,7 +275,12 @@ nlohmann::json read_config_json(const std::string& path, const std::string& weig
   }
   InputFile in(path, "Hugging Face config");
   if (in.size() > (1 << 20)) throw input_error(in.name() + " is over 1 MiB; not a model config");
-  const nlohmann::json j = nlohmann::json::parse(in.read_all(), nullptr, false);
+  const std::string text = in.read_all();
+  // A model config nests 3 levels (task_specific_params); parsing "[[[[" costs ~40 bytes a byte.
+  if (json_nested_deeper_than(text, 16)) {
+    throw input_error(in.name() + " nests its JSON deeper than 16 levels; not a model config");
+  }
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object()) throw input_error(in.name() + " is not a JSON object");
   return j;
 }
@@ -339,6 +346,38 @@ void check_format_metadata(const SafetensorsFile& f) {
   }
 }
 
+// The file holds every tensor the config implies, each of its shape and of a dtype reftrain
+// reads, and no other: checked on the header alone (read_safetensors without data) before the
+// model is allocated, since a small file whose config.json claims 124M parameters would
+// otherwise cost the whole model's memory before its first tensor was found wrong.
+void check_tensors(const SafetensorsFile& file, const ModelConfig& cfg, const ParamLayout& layout) {
+  check_format_metadata(file);
+  const bool unprefixed = cfg.arch == Arch::kGpt2 &&
+                          !file.tensors.count("transformer.wte.weight") &&
+                          file.tensors.count("wte.weight");
+  std::set<std::string> known;
+  for (const HfTensor& t : hf_tensors(cfg)) {
+    const std::string name = stored_name(t.name, unprefixed);
+    known.insert(name);
+    if (t.layout == HfLayout::kBuffer) continue;
+    if (t.layout == HfLayout::kTiedHead && !file.tensors.count(name)) continue;
+    const ParamTensor& p =
+        layout.get(t.layout == HfLayout::kTiedHead ? "transformer.wte.weight" : t.name);
+    const HfLayout stored = t.layout == HfLayout::kTiedHead ? HfLayout::kVocabRows : t.layout;
+    const SafeTensor& found = file.get(name, hf_shape(p, stored, cfg.vocab));
+    if (found.dtype != DType::kF32 && found.dtype != DType::kF16 && found.dtype != DType::kBF16) {
+      throw input_error(file.path + ": tensor " + printable(name) + " is " +
+                        dtype_name(found.dtype) + "; reftrain reads F32, F16 and BF16 weights");
+    }
+  }
+  for (const auto& [name, tensor] : file.tensors) {
+    if (!known.count(name)) {
+      throw input_error(file.path + ": tensor " + printable(name) + " has no place in reftrain's " +
+                        enum_name(cfg.arch) + " model (is config.json's model_type right?)");
+    }
+  }
+}
+
 bool same_shape(const ModelConfig& a, const ModelConfig& b) {
   return a.arch == b.arch && a.layers == b.layers && a.heads == b.heads &&
          a.channels == b.channels && a.max_seq == b.max_seq && a.vocab == b.vocab &&
@@ -374,6 +413,11 @@ ModelConfig read_hf_config(const std::string& path) {
   return m;
 }
 
+void check_hf_weights(const std::string& path, const ModelConfig& cfg) {
+  const SafetensorsFile header = read_safetensors(hf_files(path).weights, /*data=*/false);
+  check_tensors(header, cfg, param_layout(cfg));
+}
+
 void load_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout,
                      float* w) {
   // The config is read again: it must still describe the model `cfg` was made from.
@@ -382,17 +426,15 @@ void load_hf_weights(const std::string& path, const ModelConfig& cfg, const Para
                       " no longer matches the shape read from its config.json");
   }
   const SafetensorsFile file = read_safetensors(hf_files(path).weights);
-  check_format_metadata(file);
+  check_tensors(file, cfg, layout);
   const bool unprefixed = cfg.arch == Arch::kGpt2 &&
                           !file.tensors.count("transformer.wte.weight") &&
                           file.tensors.count("wte.weight");
-  std::set<std::string> known;
   // GPT-2's wte, kept only to check a stored lm_head against.
   const bool tied_head = cfg.arch == Arch::kGpt2 && file.tensors.count("lm_head.weight");
   std::vector<float> wte;
   for (const HfTensor& t : hf_tensors(cfg)) {
     const std::string name = stored_name(t.name, unprefixed);
-    known.insert(name);
     if (t.layout == HfLayout::kBuffer) continue;
     if (t.layout == HfLayout::kTiedHead) {
       if (!file.tensors.count(name)) continue;
@@ -409,12 +451,6 @@ void load_hf_weights(const std::string& path, const ModelConfig& cfg, const Para
         to_f32(file.get(name, hf_shape(p, t.layout, cfg.vocab)), file.path, name);
     place(data, t.layout, p, w + p.offset);
     if (tied_head && t.name == "transformer.wte.weight") wte = data;
-  }
-  for (const auto& [name, tensor] : file.tensors) {
-    if (!known.count(name)) {
-      throw input_error(file.path + ": tensor " + printable(name) + " has no place in reftrain's " +
-                        enum_name(cfg.arch) + " model (is config.json's model_type right?)");
-    }
   }
 }
 

@@ -29,6 +29,11 @@ bool is_hf_model_path(const std::string& path);
 // its value.
 ModelConfig read_hf_config(const std::string& path);
 
+// Checks the header of PATH's weights against `cfg` (every tensor present with its shape and a
+// dtype reftrain reads, none unknown) without reading their data: called before a model of
+// `cfg` is allocated. The same input errors as load_hf_weights.
+void check_hf_weights(const std::string& path, const ModelConfig& cfg);
+
 // Loads the weights of PATH, whose config.json gave `cfg`, into the mega-buffer `w` laid out by
 // `layout`: Conv1D matrices transposed, the V rows of a vocabulary table into the first V of
 // its Vp (the padding rows zero). F32, F16 and BF16 convert to f32 exactly. The "transformer."

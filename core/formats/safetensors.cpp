@@ -9,6 +9,7 @@
 
 #include "core/base/checked.h"
 #include "core/base/error.h"
+#include "core/base/json_depth.h"
 #include "core/formats/atomic_file.h"
 #include "core/formats/input_file.h"
 
@@ -65,30 +66,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
 constexpr uint64_t kMaxHeaderBytes = 16 << 20;
 // {name: {"shape": [...]}} is as deep as the format goes.
 constexpr int kMaxHeaderDepth = 3;
-
-// True when the JSON text nests [ and { deeper than `limit` (strings skipped); checked before
-// parsing, since parsing builds a container per level.
-bool nested_deeper_than(const std::string& text, int limit) {
-  int depth = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (c == '\\') {
-        ++i;  // the escaped character cannot end the string
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return true;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return false;
-}
 
 // Why one header entry is malformed; read_safetensors adds the file and the entry's name.
 struct BadEntry : std::runtime_error {
@@ -283,12 +260,12 @@ const SafeTensor& SafetensorsFile::get(const std::string& name,
   return it->second;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
+SafetensorsFile read_safetensors(const std::string& path, bool data) {
   InputFile in(path, "safetensors file");
   const uint64_t header_len = read_header_length(in);
   std::string header(header_len, '\0');
   in.read_at(8, header.data(), header_len, "the header");
-  if (nested_deeper_than(header, kMaxHeaderDepth)) {
+  if (json_nested_deeper_than(header, kMaxHeaderDepth)) {
     throw input_error(in.name() + ": corrupt safetensors header (JSON nested deeper than " +
                       std::to_string(kMaxHeaderDepth) + " levels)");
   }
@@ -314,6 +291,10 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   check_tiling(entries, data_size, in.name());
   for (Entry& e : entries) {
+    if (!data) {
+      file.tensors.emplace(std::move(e.name), std::move(e.tensor));
+      continue;
+    }
     e.tensor.bytes.resize(e.end - e.begin);
     in.read_at(data_start + e.begin, e.tensor.bytes.data(), e.tensor.bytes.size(),
                "tensor " + printable(e.name));

@@ -49,8 +49,10 @@ struct TensorRef {
 
 // Validates before it trusts: header length within the file, JSON well formed, dtypes known,
 // shapes non-negative without overflow, offsets inside the data and matching the shape. A bad
-// file is an input error "PATH: problem".
-SafetensorsFile read_safetensors(const std::string& path);
+// file is an input error "PATH: problem". Without `data`, the same checks but no tensor's bytes
+// are read: each tensor has its dtype and shape and empty `bytes` (for checking a file against
+// what it must hold before anything is sized from it).
+SafetensorsFile read_safetensors(const std::string& path, bool data = true);
 // Both writers are atomic and durable (atomic_file.h): PATH holds either its old contents
 // or the complete new file, never a partial one. Tensors are stored in the order given (the
 // header's keys are sorted, as JSON objects are), the data section 8-byte aligned. `before_rename`

@@ -48,14 +48,20 @@ int32_t right_of(uint64_t key) {
   return int32_t(key & 0xffffffffu);
 }
 
-// The training state: the distinct chunks as token sequences, the pair counts over them, where
-// each pair occurs, and the heap of candidate merges.
+// The training state: the distinct chunks as token sequences laid end to end, the pair counts
+// over them, where each pair occurs, and the heap of candidate merges.
+//
+// Every symbol of every chunk has a position in one array, linked to its neighbours in its
+// chunk; a merge joins the two symbols of each occurrence of its pair in place and changes
+// only the pairs around it. So a merge costs the number of its occurrences, not the length of
+// the chunks holding them: a long chunk (CJK text, DNA, base64, minified code, with no
+// whitespace to split on) used to be rescanned whole by every merge that touched it.
 class BpeTrainer {
  public:
   BpeTrainer(const std::vector<std::pair<std::string, int64_t>>& chunks);
   // One merge of the most frequent pair; false when no pair is left.
   bool merge_next();
-  int64_t token_count() const;
+  int64_t token_count() const { return tokens_; }
 
   std::vector<std::string> vocab;  // id -> bytes
   std::vector<std::pair<int32_t, int32_t>> merges;
@@ -72,13 +78,21 @@ class BpeTrainer {
     if (al != bl) return al > bl;
     return vocab[size_t(right_of(a.pair))] > vocab[size_t(right_of(b.pair))];
   }
-  void add_pairs(int32_t word, int64_t sign, std::vector<std::pair<uint64_t, int64_t>>& delta);
+  // The pair starting at position `p` (whose right neighbour is `q`) appears or goes away.
+  void change(uint32_t p, uint32_t q, int64_t sign);
+  // Joins the pair (a, b) at position p into `merged`, when it is still there.
+  void join_at(uint32_t p, int32_t a, int32_t b, int32_t merged);
   int32_t result_id(int32_t left, int32_t right);
 
-  std::vector<std::vector<int32_t>> words_;
-  std::vector<int64_t> word_count_;
+  static constexpr uint32_t kNone = UINT32_MAX;
+  std::vector<int32_t> symbol_;        // by position; -1 once joined into its left neighbour
+  std::vector<uint32_t> prev_, next_;  // neighbours in the chunk, kNone at its ends
+  std::vector<int64_t> weight_;        // by position: its chunk's count
+  int64_t tokens_ = 0;                 // the text's length in the current tokens
+  std::vector<std::pair<uint64_t, int64_t>> delta_;  // the current merge's count changes
   std::unordered_map<uint64_t, int64_t> pair_count_;
-  std::unordered_map<uint64_t, std::vector<int32_t>> pair_words_;
+  // Where each pair may start (stale entries are skipped when the pair is merged).
+  std::unordered_map<uint64_t, std::vector<uint32_t>> pair_at_;
   std::unordered_map<std::string, int32_t> id_of_;
   std::priority_queue<Candidate, std::vector<Candidate>,
                       std::function<bool(const Candidate&, const Candidate&)>>
@@ -94,32 +108,46 @@ BpeTrainer::BpeTrainer(const std::vector<std::pair<std::string, int64_t>>& chunk
     byte_id[order[size_t(i)]] = i;
     id_of_[vocab.back()] = i;
   }
-  words_.reserve(chunks.size());
+  size_t total = 0;
+  for (const auto& chunk : chunks) total += chunk.first.size();
+  if (total >= kNone) throw input_error("the training text's distinct chunks exceed 4 GiB");
+  symbol_.reserve(total), prev_.reserve(total), next_.reserve(total), weight_.reserve(total);
   for (const auto& [bytes, count] : chunks) {
-    std::vector<int32_t> w(bytes.size());
-    for (size_t i = 0; i < bytes.size(); ++i) w[i] = byte_id[static_cast<unsigned char>(bytes[i])];
-    words_.push_back(std::move(w));
-    word_count_.push_back(count);
-  }
-  for (int32_t w = 0; w < int32_t(words_.size()); ++w) {
-    const std::vector<int32_t>& s = words_[size_t(w)];
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      const uint64_t key = pair_key(s[i], s[i + 1]);
-      pair_count_[key] += word_count_[size_t(w)];
-      std::vector<int32_t>& where = pair_words_[key];
-      if (where.empty() || where.back() != w) where.push_back(w);
+    const uint32_t first = uint32_t(symbol_.size());
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      const uint32_t p = first + uint32_t(i);
+      symbol_.push_back(byte_id[static_cast<unsigned char>(bytes[i])]);
+      prev_.push_back(i == 0 ? kNone : p - 1);
+      next_.push_back(i + 1 == bytes.size() ? kNone : p + 1);
+      weight_.push_back(count);
+      if (i > 0) change(p - 1, p, +1);
     }
+    tokens_ += int64_t(bytes.size()) * count;
   }
+  for (const auto& [key, n] : delta_) pair_count_[key] += n;
+  delta_.clear();
   for (const auto& [key, count] : pair_count_) heap_.push({count, key});
 }
 
-// Adds (sign +1) or removes (-1) the word's pairs, weighted by its count, to `delta`.
-void BpeTrainer::add_pairs(int32_t word, int64_t sign,
-                           std::vector<std::pair<uint64_t, int64_t>>& delta) {
-  const std::vector<int32_t>& s = words_[size_t(word)];
-  for (size_t i = 0; i + 1 < s.size(); ++i) {
-    delta.push_back({pair_key(s[i], s[i + 1]), sign * word_count_[size_t(word)]});
-  }
+void BpeTrainer::change(uint32_t p, uint32_t q, int64_t sign) {
+  const uint64_t key = pair_key(symbol_[p], symbol_[q]);
+  delta_.push_back({key, sign * weight_[p]});
+  if (sign > 0) pair_at_[key].push_back(p);
+}
+
+void BpeTrainer::join_at(uint32_t p, int32_t a, int32_t b, int32_t merged) {
+  const uint32_t q = next_[p];
+  if (symbol_[p] != a || q == kNone || symbol_[q] != b) return;  // an earlier join took it
+  const uint32_t before = prev_[p], after = next_[q];
+  if (before != kNone) change(before, p, -1);
+  change(p, q, -1);
+  if (after != kNone) change(q, after, -1);
+  symbol_[p] = merged, symbol_[q] = -1;
+  next_[p] = after;
+  if (after != kNone) prev_[after] = p;
+  if (before != kNone) change(before, p, +1);
+  if (after != kNone) change(p, after, +1);
+  tokens_ -= weight_[p];
 }
 
 // The id of bytes(left) + bytes(right): an existing token's, or a new one.
@@ -146,54 +174,31 @@ bool BpeTrainer::merge_next() {
   const int32_t a = left_of(best), b = right_of(best);
   const int32_t merged = result_id(a, b);
   merges.push_back({a, b});
-  std::vector<int32_t> where = std::move(pair_words_[best]);
-  pair_words_.erase(best);
+  std::vector<uint32_t> where = std::move(pair_at_[best]);
+  pair_at_.erase(best);
+  // Ascending positions: within a chunk, occurrences are joined left to right, so "aaa" with
+  // (a, a) becomes "aa a".
   std::sort(where.begin(), where.end());
   where.erase(std::unique(where.begin(), where.end()), where.end());
-  std::vector<std::pair<uint64_t, int64_t>> delta;
-  std::vector<int32_t> joined;
-  for (const int32_t w : where) {
-    std::vector<int32_t>& s = words_[size_t(w)];
-    bool holds = false;
-    for (size_t i = 0; i + 1 < s.size() && !holds; ++i) holds = s[i] == a && s[i + 1] == b;
-    if (!holds) continue;  // an earlier merge took the pair out of this word
-    add_pairs(w, -1, delta);
-    joined.clear();
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (i + 1 < s.size() && s[i] == a && s[i + 1] == b) {
-        joined.push_back(merged), ++i;
-      } else {
-        joined.push_back(s[i]);
-      }
-    }
-    s.swap(joined);
-    add_pairs(w, +1, delta);
-    for (size_t i = 0; i + 1 < s.size(); ++i) {
-      if (s[i] == merged || s[i + 1] == merged) pair_words_[pair_key(s[i], s[i + 1])].push_back(w);
-    }
-  }
+  for (const uint32_t p : where) join_at(p, a, b, merged);
   // Net change per pair (sorted, so the order of the pushes below is fixed too).
-  std::sort(delta.begin(), delta.end());
-  for (size_t i = 0; i < delta.size();) {
-    const uint64_t key = delta[i].first;
-    int64_t change = 0;
-    for (; i < delta.size() && delta[i].first == key; ++i) change += delta[i].second;
-    if (change == 0) continue;
+  std::sort(delta_.begin(), delta_.end());
+  for (size_t i = 0; i < delta_.size();) {
+    const uint64_t key = delta_[i].first;
+    int64_t net = 0;
+    for (; i < delta_.size() && delta_[i].first == key; ++i) net += delta_[i].second;
+    if (net == 0) continue;
     int64_t& count = pair_count_[key];
-    count += change;
+    count += net;
     if (count > 0) {
       heap_.push({count, key});
     } else {
       pair_count_.erase(key);
+      pair_at_.erase(key);
     }
   }
+  delta_.clear();
   return true;
-}
-
-int64_t BpeTrainer::token_count() const {
-  int64_t n = 0;
-  for (size_t w = 0; w < words_.size(); ++w) n += int64_t(words_[w].size()) * word_count_[w];
-  return n;
 }
 
 }  // namespace

@@ -6,7 +6,8 @@
 // replacing every occurrence of the pair, left to right. Ties go to the pair whose tokens'
 // bytes are smallest: (bytes(left), bytes(right)) compared lexicographically, byte by byte as
 // unsigned values. The counts are kept incrementally (docs/kernels/13_tokenizer.md): a merge
-// touches only the chunks that hold its pair, and a heap with lazy deletion yields the next pair.
+// touches only the occurrences of its pair (not the whole chunks holding them, which in text
+// without whitespace can be the whole text), and a heap with lazy deletion yields the next pair.
 //
 // Vocab: ids 0..255 the bytes in GPT-2's order (byte_level.h), then one id per merge whose
 // result is new (a merge can rebuild a token an earlier merge made: "ab"+"c" and "a"+"bc";

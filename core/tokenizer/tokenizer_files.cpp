@@ -1,5 +1,6 @@
 // Reading tokenizers from GPT-2's files (OpenAI's and Hugging Face's names) and from Hugging
 // Face's tokenizer.json; writing tokenizer.json.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "core/base/error.h"
+#include "core/base/json_depth.h"
 #include "core/tokenizer/byte_level.h"
 #include "core/tokenizer/tokenizer.h"
 
@@ -17,11 +19,23 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Parsing JSON takes up to ~20 times the text's size in memory; GPT-2's tokenizer.json is 1.4
+// MB, and one of 65536 tokens (the most reftrain trains with) about 3 MB.
+constexpr uintmax_t kMaxTokenizerFileBytes = 16 << 20;
+// tokenizer.json nests 5 levels where it nests most (a Sequence pre-tokenizer's patterns).
+constexpr int kMaxTokenizerJsonDepth = 16;
+
 std::string read_whole_file(const fs::path& path, const std::string& what) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw input_error(what + " " + path.string() + " does not exist");
   if (!fs::is_regular_file(path, ec)) {
     throw input_error(what + " " + path.string() + " is not a regular file");
+  }
+  const uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > kMaxTokenizerFileBytes) {
+    throw input_error(what + " " + path.string() + " is " + std::to_string(size) +
+                      " bytes, over reftrain's limit of 16 MiB for tokenizer files (a vocabulary "
+                      "of 65536 tokens takes about 3 MB); is it the right file?");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw input_error(what + " " + path.string() + " cannot be opened");
@@ -33,6 +47,11 @@ std::string read_whole_file(const fs::path& path, const std::string& what) {
 
 json parse_json(const fs::path& path, const std::string& what) {
   const std::string text = read_whole_file(path, what);
+  if (json_nested_deeper_than(text, kMaxTokenizerJsonDepth)) {
+    throw input_error(what + " " + path.string() + " nests its JSON deeper than " +
+                      std::to_string(kMaxTokenizerJsonDepth) +
+                      " levels, which no tokenizer file does; is it the right file?");
+  }
   try {
     return json::parse(text);
   } catch (const json::exception& e) {
@@ -47,6 +66,25 @@ struct TextVocab {
   int32_t eot = -1;
 };
 
+// N tokens must have the ids 0..N-1; one id past them means an id below N has no token: a
+// token was left out, or listed twice (JSON keeps the last of a repeated key). Naming that id
+// points at the real problem; the id past the end, often <|endoftext|>'s, is only its symptom.
+UserError id_gap(const json& entries, const std::string& name, const std::string& text,
+                 const json& id_json) {
+  const size_t n = entries.size();
+  std::vector<bool> taken(n, false);
+  for (const auto& [t, id] : entries.items()) {
+    if (id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < int64_t(n)) {
+      taken[size_t(id.get<int64_t>())] = true;
+    }
+  }
+  const size_t free = size_t(std::find(taken.begin(), taken.end(), false) - taken.begin());
+  return input_error(name + ": no token has id " + std::to_string(free) + " while " +
+                     printable(text) + " has id " + id_json.dump(-1) + " past the " +
+                     std::to_string(n) + " tokens; ids must be 0.." + std::to_string(n - 1) +
+                     ", one per token (is a token missing, or listed twice?)");
+}
+
 // `entries`: a JSON object {token text: id}. The entry "<|endoftext|>" is the end-of-text
 // token; every other text must be in the byte-level alphabet.
 TextVocab read_vocab(const json& entries, const std::string& name) {
@@ -58,11 +96,11 @@ TextVocab read_vocab(const json& entries, const std::string& name) {
   v.bytes.resize(n);
   std::vector<bool> seen(n, false);
   for (const auto& [text, id_json] : entries.items()) {
-    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
-        id_json.get<int64_t>() >= int64_t(n)) {
+    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0) {
       throw input_error(name + ": token " + printable(text) + " has id " + id_json.dump(-1) +
                         "; ids must be 0.." + std::to_string(n - 1) + " (one per token)");
     }
+    if (id_json.get<int64_t>() >= int64_t(n)) throw id_gap(entries, name, text, id_json);
     const int32_t id = int32_t(id_json.get<int64_t>());
     if (seen[size_t(id)]) {
       throw input_error(name + ": id " + std::to_string(id) + " is given to two tokens");

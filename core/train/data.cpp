@@ -1,5 +1,6 @@
 #include "core/train/data.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "core/base/crc32c.h"
 #include "core/base/error.h"
 #include "core/formats/atomic_file.h"
 #include "core/formats/input_file.h"
@@ -81,20 +83,61 @@ std::string user_cache_dir() {
   return home && *home ? std::string(home) + "/.cache/reftrain" : "";
 }
 
-// The ids of a token cache file, or empty when it is missing, damaged or holds an id outside
-// the vocabulary (then it is rewritten).
-std::vector<uint16_t> read_token_cache(const std::string& path, int vocab) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return {};
-  try {
-    std::vector<uint16_t> ids = read_llmc_token_file(path);
-    for (uint16_t id : ids) {
-      if (id >= vocab) return {};
-    }
-    return ids;
-  } catch (const UserError&) {
-    return {};
+// A token cache is llm.c's token file whose header also holds, after the count, this mark and
+// the CRC-32C of the ids: one flipped bit in the ids is caught instead of trained on (llm.c's
+// readers ignore the rest of the header).
+constexpr int32_t kCacheMark = 0x31637472;  // "rtc1"
+
+// What a token cache at its name holds.
+struct CacheRead {
+  std::vector<uint16_t> ids;  // empty unless the cache is good
+  std::string unusable;       // why the name must not be read or written ("" = it may be)
+  std::string damaged;        // why a file reftrain wrote was not used ("" = it was, or none)
+};
+
+CacheRead read_token_cache(const std::string& path, int vocab) {
+  CacheRead r;
+  struct stat st = {};
+  if (::lstat(path.c_str(), &st) != 0) return r;  // not cached yet
+  if (!S_ISREG(st.st_mode)) {
+    r.unusable = "is a symbolic link, directory, device or FIFO, not a file reftrain wrote";
+    return r;
   }
+  int32_t header[256] = {};
+  try {
+    r.ids = read_llmc_token_file(path, header);
+  } catch (const UserError& e) {
+    r.damaged = e.what();
+    return r;
+  }
+  // An older reftrain wrote no checksum: encoded again, without a word.
+  if (header[3] != kCacheMark) return {};
+  const uint32_t crc = crc32c(r.ids.data(), r.ids.size() * sizeof(uint16_t));
+  if (uint32_t(header[4]) != crc) {
+    r.damaged = "its checksum does not match its ids";
+    r.ids.clear();
+    return r;
+  }
+  for (size_t i = 0; i < r.ids.size(); ++i) {
+    if (r.ids[i] >= vocab) {
+      r.damaged = "id " + std::to_string(r.ids[i]) + " at position " + std::to_string(i) +
+                  " is outside the tokenizer's " + std::to_string(vocab) + " tokens";
+      r.ids.clear();
+      return r;
+    }
+  }
+  return r;
+}
+
+void write_token_cache(const std::string& path, const std::vector<uint16_t>& ids) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  int32_t header[256] = {20240520, 1, int32_t(ids.size()), kCacheMark,
+                         int32_t(crc32c(ids.data(), ids.size() * sizeof(uint16_t)))};
+  AtomicFileWriter out(path, AtomicFileWriter::Links::kRefuse);
+  out.write(header, sizeof header);
+  out.write(ids.data(), ids.size() * sizeof(uint16_t));
+  out.commit();
 }
 
 // Text to ids: the bytes tokenizer directly (nothing to cache), BPE through the cache.
@@ -122,13 +165,29 @@ std::shared_ptr<const Tokenizer> tokenizer_from_spec(const std::string& spec) {
   return std::make_shared<const Tokenizer>(load_tokenizer(spec));
 }
 
+namespace {
+
+// Whether a recorded tokenizer of kind "gpt2" (read from GPT-2-style files) is GPT-2's own, the
+// one "gpt2" finds today: only then may a missing source fall back to it. Another vocabulary in
+// those files (a moved export) would otherwise be blamed on "gpt2"'s hash.
+bool is_gpt2s(const TokenizerRecord& r) {
+  if (r.kind != "gpt2") return false;
+  try {
+    return load_tokenizer("gpt2").hash() == r.hash;
+  } catch (const UserError&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const Tokenizer> reload_tokenizer(const TokenizerRecord& r,
                                                   const std::string& spec) {
   if (r.kind == "bytes" && spec.empty()) return bytes_tokenizer();
   if (r.kind == "none" && spec.empty()) return nullptr;
   std::error_code ec;
   std::string from = spec;
-  if (from.empty()) from = fs::exists(r.source, ec) || r.kind != "gpt2" ? r.source : "gpt2";
+  if (from.empty()) from = fs::exists(r.source, ec) || !is_gpt2s(r) ? r.source : "gpt2";
   if (from != "gpt2" && from != "bytes" && !fs::exists(from, ec)) {
     throw input_error("tokenizer " + from +
                       " does not exist; if it moved, pass it with --tokenizer");
@@ -175,16 +234,22 @@ std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& 
                       " tokens; reftrain trains on uint16 ids, so at most 65536");
   }
   const std::string path = token_cache_path(data, tokenizer, fnv1a64_bytes(text));
-  std::vector<uint16_t> ids =
-      path.empty() ? std::vector<uint16_t>{} : read_token_cache(path, tokenizer.vocab_size());
-  if (!ids.empty() || text.empty()) return ids;
+  CacheRead cache = path.empty() ? CacheRead{} : read_token_cache(path, tokenizer.vocab_size());
+  if (!cache.ids.empty() || text.empty()) return std::move(cache.ids);
+  // Notes, not errors: the ids come from the text either way, but a cache that was not used
+  // is named, so that its state is not a mystery.
+  if (!cache.unusable.empty()) {
+    std::fprintf(stderr, "note: token cache %s %s; it is neither read nor written\n", path.c_str(),
+                 cache.unusable.c_str());
+  } else if (!cache.damaged.empty()) {
+    std::fprintf(stderr, "note: token cache %s is damaged (%s); encoding the text again\n",
+                 path.c_str(), cache.damaged.c_str());
+  }
   const std::vector<int32_t> encoded = tokenizer.encode(text);
-  ids.assign(encoded.begin(), encoded.end());
-  if (path.empty()) return ids;
+  std::vector<uint16_t> ids(encoded.begin(), encoded.end());
+  if (path.empty() || !cache.unusable.empty()) return ids;
   try {
-    std::error_code ec;
-    fs::create_directories(fs::path(path).parent_path(), ec);
-    write_llmc_token_file(path, ids);
+    write_token_cache(path, ids);
   } catch (const UserError&) {
     // A cache that cannot be written costs the next run an encode, nothing else.
   }
@@ -245,13 +310,15 @@ void write_llmc_token_file(const std::string& path, const std::vector<uint16_t>&
   out.commit();
 }
 
-std::vector<uint16_t> read_llmc_token_file(const std::string& path) {
+std::vector<uint16_t> read_llmc_token_file(const std::string& path, int32_t* header_out) {
   InputFile in(path, "token file");
-  int32_t header[256];
-  if (in.size() < sizeof(header)) {
+  int32_t local[256];
+  int32_t* header = header_out ? header_out : local;
+  constexpr size_t kHeaderBytes = sizeof(local);
+  if (in.size() < kHeaderBytes) {
     throw input_error(in.name() + " is shorter than llm.c's 1024-byte header");
   }
-  in.read_at(0, header, sizeof(header), "the header");
+  in.read_at(0, header, kHeaderBytes, "the header");
   if (header[0] != 20240520) {
     throw input_error(in.name() + " has magic " + std::to_string(header[0]) +
                       ", expected llm.c's 20240520");
@@ -262,20 +329,20 @@ std::vector<uint16_t> read_llmc_token_file(const std::string& path) {
   }
   const int64_t count = header[2];
   // count is an int32, so count·2 cannot overflow; the file's size bounds the allocation.
-  if (count < 0 || in.size() != sizeof(header) + uint64_t(count) * 2) {
+  if (count < 0 || in.size() != kHeaderBytes + uint64_t(count) * 2) {
     // An odd trailing byte is named: halving it away read "2000 tokens but the file holds 2000".
-    const uint64_t data = in.size() - sizeof(header);
+    const uint64_t data = in.size() - kHeaderBytes;
     throw input_error(in.name() + " header says " + std::to_string(count) +
                       " tokens but the file holds " + std::to_string(data / 2) + " tokens" +
                       (data % 2 ? " and a trailing byte" : ""));
   }
   if (count == 0) throw input_error(in.name() + " holds no tokens");
   std::vector<uint16_t> tokens(static_cast<size_t>(count));
-  in.read_at(sizeof(header), tokens.data(), uint64_t(count) * 2, "the tokens");
+  in.read_at(kHeaderBytes, tokens.data(), uint64_t(count) * 2, "the tokens");
   return tokens;
 }
 
-void check_vocab(const Dataset& d, int vocab) {
+void check_vocab(const Dataset& d, int vocab, const std::string& fix) {
   const std::vector<uint16_t>* parts[] = {&d.train, &d.val};
   size_t pos = 0;
   for (const auto* p : parts) {
@@ -283,7 +350,7 @@ void check_vocab(const Dataset& d, int vocab) {
       if (t >= vocab) {
         throw input_error("token id " + std::to_string(t) + " at position " + std::to_string(pos) +
                           " of " + d.source + " is out of range for vocab " +
-                          std::to_string(vocab) + "; use a preset with a larger vocabulary");
+                          std::to_string(vocab) + "; " + fix);
       }
       ++pos;
     }

@@ -68,10 +68,12 @@ std::string fortunes_text(const std::string& dir = kFortunesDir);
 // is not writable or the data is a directory. The file is llm.c's uint16 token format.
 std::string token_cache_path(const std::string& data, const Tokenizer& tokenizer,
                              uint64_t text_hash);
-// The ids of `text` under `tokenizer`: from the cache file when it holds a valid token file
-// whose ids are all < the vocabulary; otherwise encoded and written there (atomically; a cache
-// that cannot be written is skipped, the ids are still returned). An input error when the
-// vocabulary does not fit uint16 ids (more than 65536 tokens).
+// The ids of `text` under `tokenizer`: from the cache file when it is a regular file holding a
+// valid token file whose checksum (in its header) matches its ids, all < the vocabulary;
+// otherwise encoded and written there (atomically; a cache that cannot be written is skipped,
+// the ids are still returned). A damaged cache, or a link or other non-file at its name (which
+// is neither read nor written through: the name is predictable), gets a note on stderr naming
+// it. An input error when the vocabulary does not fit uint16 ids (more than 65536 tokens).
 std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& data,
                                     const Tokenizer& tokenizer);
 // FNV-1a 64 of bytes.
@@ -79,15 +81,17 @@ uint64_t fnv1a64_bytes(std::string_view bytes);
 // llm.c's token file: int32 header[256] (magic 20240520, version 1, count), then uint16 tokens.
 // The dataset's tokenizer is null: the caller sets it when it knows what the ids mean.
 Dataset load_llmc_tokens(const std::string& path);
-std::vector<uint16_t> read_llmc_token_file(const std::string& path);
+// The ids of a token file; `header`, when given, receives its 256 header ints.
+std::vector<uint16_t> read_llmc_token_file(const std::string& path, int32_t* header = nullptr);
 // Writes `tokens` in that format, atomically.
 void write_llmc_token_file(const std::string& path, const std::vector<uint16_t>& tokens);
 
 // Dataset::hash as traces and checkpoints write it: "fnv1a64:<16 lowercase hex digits>".
 std::string data_hash_text(uint64_t hash);
 
-// Input error naming the first token ≥ vocab and its position.
-void check_vocab(const Dataset& d, int vocab);
+// Input error naming the first token ≥ vocab and its position, and `fix`.
+void check_vocab(const Dataset& d, int vocab,
+                 const std::string& fix = "use a preset with a larger vocabulary");
 
 // Batches of B rows of T+1 consecutive tokens: inputs are the first T, targets the last T.
 //   random:     row b of batch k starts at CounterRng(seed, stream).below(n - T, k·B + b),

@@ -73,7 +73,14 @@ void handle_nonfinite(const StepResult& r, const LoopOptions& o, RunObserver& ob
     return;
   }
   const std::string last = o.saver ? o.saver->last() : "";
-  throw input_error(what + ", so its update was not applied; lower --lr or check the data" +
+  // Before the first update of a fresh run, no learning rate has acted yet: the start is at
+  // fault (the weights it was given, or the data).
+  const bool first = r.step == 1;
+  const std::string fix = first && !o.init_from.empty()
+                              ? "check the weights of --init-from " + o.init_from + " and the data"
+                          : first ? "check the data"
+                                  : "lower --lr or check the data";
+  throw input_error(what + ", so its update was not applied; " + fix +
                     (last.empty()
                          ? std::string()
                          : "; the last checkpoint " + last + " is intact and resumes the run") +
@@ -146,7 +153,7 @@ size_t checked_baseline(const RunPlan& p, int ranks) {
 Json initialised_run(Trainer& trainer, RunPlan& p) {
   initialise(trainer, p);
   Json run = trainer.describe(p.preset, p.init);
-  check_ranks_agree(trainer.comm(), run);
+  check_ranks_agree(trainer.comm(), run, p);
   return run;
 }
 
@@ -167,6 +174,7 @@ LoopEnd TrainRun::run(RunObserver& observer, bool skip_nonfinite, KernelProfile*
   LoopOptions o;
   o.start = plan_.start, o.stop = plan_.stop;
   o.skip_nonfinite = skip_nonfinite, o.profile = profile, o.saver = &saver_;
+  o.init_from = plan_.init_from;
   return run_loop(trainer_, log_, observer, o);
 }
 

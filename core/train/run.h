@@ -71,6 +71,7 @@ struct LoopOptions {
   bool skip_nonfinite = false;  // skip a step whose loss is not finite instead of stopping
   KernelProfile* profile = nullptr;  // set on the model after the loop's first step (warm-up)
   Saver* saver = nullptr;            // checkpoints (null: none)
+  std::string init_from;             // weights the run started from ("" = the seed's)
 };
 
 struct LoopEnd {

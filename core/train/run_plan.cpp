@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/base/error.h"
+#include "core/base/json_depth.h"
 #include "core/formats/hf.h"
 #include "core/formats/llmc.h"
 #include "core/train/data_parallel.h"
@@ -26,6 +27,35 @@ TrainConfig requested_config(const RunRequest& r, const TrainConfig& base, bool 
 
 std::string name(const std::optional<std::string>& given) {
   return given.value_or("");
+}
+
+// The tokenizer files a Hugging Face model carries beside its weights (an export writes them):
+// the directory holding them as a --tokenizer spec, tokenizer.json first (it keeps the kind
+// "bpe"), or "" when there are none.
+std::string tokenizer_beside(const std::string& init_from) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir =
+      fs::is_directory(init_from, ec) ? fs::path(init_from) : fs::path(init_from).parent_path();
+  const fs::path d = dir.empty() ? fs::path(".") : dir;
+  if (fs::exists(d / "tokenizer.json", ec)) return (d / "tokenizer.json").string();
+  const bool hf = fs::exists(d / "vocab.json", ec) && fs::exists(d / "merges.txt", ec);
+  const bool openai = fs::exists(d / "encoder.json", ec) && fs::exists(d / "vocab.bpe", ec);
+  return hf || openai ? d.string() : "";
+}
+
+// What a run starting from weights reads its text with, when --tokenizer is not given: the
+// tokenizer beside a Hugging Face model; else bytes, which only a model of 256 tokens reads
+// (byte ids in a larger vocabulary train, but on the wrong ids: GPT-2's 50257 tokens fed bytes).
+std::optional<std::string> init_tokenizer(const RunRequest& r, const ModelConfig& model, bool hf) {
+  if (r.tokenizer || !r.init_from || r.data_tokens) return r.tokenizer;
+  const std::string beside = hf ? tokenizer_beside(*r.init_from) : "";
+  if (!beside.empty()) return beside;
+  if (model.vocab == kByteVocab) return r.tokenizer;
+  throw usage_error("--init-from " + *r.init_from + " is a model of " +
+                    std::to_string(model.vocab) +
+                    " tokens with no tokenizer beside it, so the text would be read as bytes; "
+                    "pass --tokenizer (gpt2 for GPT-2's), or --tokenizer bytes for byte ids");
 }
 
 Dataset load_data(const RunRequest& r) {
@@ -92,6 +122,7 @@ RunPlan fresh_plan(const RunRequest& r) {
   const bool hf = !init_from.empty() && is_hf_model_path(init_from);
   if (!init_from.empty()) p.model = model_of_file(init_from, hf, preset);
   validate(p.model, p.train);
+  if (hf) check_hf_weights(init_from, p.model);  // before the model's memory is allocated
   const std::pair<const char*, bool> needs_out[] = {{"--save-every", r.save_every.has_value()},
                                                     {"--keep", r.keep.has_value()},
                                                     {"--stop-after", r.stop_after.has_value()}};
@@ -100,8 +131,16 @@ RunPlan fresh_plan(const RunRequest& r) {
       throw usage_error(std::string(flag) + " needs --out DIR, where the checkpoints go");
     }
   }
-  p.data = load_data(r);
+  RunRequest request = r;
+  request.tokenizer = init_tokenizer(r, p.model, hf);
+  p.data = load_data(request);
   fit_vocab(p.model, p.data, !init_from.empty());
+  // A preset's vocabulary does not apply: the file's is fixed (the Trainer checks again).
+  if (!init_from.empty()) {
+    check_vocab(p.data, p.model.vocab,
+                "the model of --init-from " + init_from +
+                    " has that vocabulary; pass the tokenizer it was trained with (--tokenizer)");
+  }
   p.data_path = absolute_path(p.data.source);
   p.init_from = init_from;
   p.init = init_from.empty() ? "normal(0.02) from seed " + std::to_string(p.train.seed)
@@ -241,7 +280,28 @@ void initialise(Trainer& trainer, RunPlan& p) {
   }
 }
 
-void check_ranks_agree(Comm& comm, const Json& run) {
+namespace {
+
+// What decides when the ranks enter a collective save (or leave the loop): a rank that
+// disagrees would wait in a save the others never start, forever.
+struct SaveSchedule {
+  int64_t values[5];
+};
+constexpr const char* kScheduleFlags[5] = {"--out", "--save-every", "--keep", "--stop-after",
+                                           "the resumed step"};
+
+SaveSchedule save_schedule(const RunPlan& p) {
+  return {{p.out.empty() ? 0 : 1, p.save_every, p.keep, p.stop, p.start}};
+}
+
+std::string schedule_value(int field, int64_t v) {
+  if (field == 0) return v ? "given" : "not given";
+  return std::to_string(v);
+}
+
+}  // namespace
+
+void check_ranks_agree(Comm& comm, const Json& run, const RunPlan& p) {
   if (comm.size() == 1) return;
   const std::string text = run.dump();
   const uint64_t mine = fnv1a64_bytes(text);
@@ -255,6 +315,20 @@ void check_ranks_agree(Comm& comm, const Json& run) {
                       data_hash_text(all[size_t(r)]) + " vs " + data_hash_text(all[0]) +
                       "); every rank must read the same data and flags");
   }
+  const SaveSchedule own = save_schedule(p);
+  std::vector<SaveSchedule> schedules(size_t(comm.size()));
+  comm.allgather(&own, schedules.data(), sizeof own);
+  for (int r = 1; r < comm.size(); ++r) {
+    for (int f = 0; f < 5; ++f) {
+      const int64_t theirs = schedules[size_t(r)].values[f], root = schedules[0].values[f];
+      if (theirs == root) continue;
+      throw usage_error("rank " + std::to_string(r) + "'s " + kScheduleFlags[f] + " (" +
+                        schedule_value(f, theirs) + ") differs from rank 0's (" +
+                        schedule_value(f, root) +
+                        "); every rank must be given the same checkpoint flags, or the ranks "
+                        "would wait for each other's saves forever");
+    }
+  }
 }
 
 std::vector<Json> trace_head(const std::string& path, const Json& run, const RunPlan& p,
@@ -262,9 +336,12 @@ std::vector<Json> trace_head(const std::string& path, const Json& run, const Run
   dropped_line = 0;
   if (!p.ckpt) return {run};
   const auto stored = p.ckpt->file.metadata.find("run");
-  const Json ckpt_run = stored == p.ckpt->file.metadata.end()
-                            ? Json()
-                            : Json::parse(stored->second, nullptr, /*allow_exceptions=*/false);
+  // Depth-checked first (a string inside the header, which the header's own limit misses); a
+  // run line too deep or not JSON is no run line, as a missing one.
+  const Json ckpt_run =
+      stored == p.ckpt->file.metadata.end() || json_nested_deeper_than(stored->second, 16)
+          ? Json()
+          : Json::parse(stored->second, nullptr, /*allow_exceptions=*/false);
   ContinuedTrace old = continued_trace(path, run, ckpt_run, p.start);
   dropped_line = old.dropped_line;
   std::vector<Json> head = std::move(old.head);

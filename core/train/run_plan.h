@@ -59,7 +59,9 @@ void initialise(Trainer& trainer, RunPlan& p);
 
 // Every rank must train the same run on the same data: each compares its run line (model,
 // training values, data hash, ...) with rank 0's; an input error names a rank that differs.
-void check_ranks_agree(Comm& comm, const Json& run);
+// So must what decides when the ranks save together (--out given or not, --save-every, --keep,
+// --stop-after, the step resumed from): a usage error names the rank and the flag.
+void check_ranks_agree(Comm& comm, const Json& run, const RunPlan& p);
 
 // The trace file's first lines: a fresh run's run line; a resumed run's continues the trace it
 // was written to (continued_trace), then says where it resumed. `dropped_line`: the torn last

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -107,6 +109,75 @@ TEST_F(CompareHardening, DirectoryMissingMostFilesIsNotWithinTolerance) {
                   fs::path(gb) / (std::string(name) + ".safetensors"));
   }
   EXPECT_EQ(compare(ga + " " + gb), 0) << out_ << err_;
+}
+
+// --- kernel-call dumps (issue 33, item 4) --------------------------------------------------------
+
+// Kernel-call dumps of step `step` of a 2-step tiny golden run in `precision`, by path.
+class CompareDumps : public CompareHardening {
+ protected:
+  std::string dump(const std::string& name, const std::string& precision = "fp32", int step = 1) {
+    const std::string out = dir_.file(name);
+    const CommandResult r =
+        run_reftrain("golden run --preset tiny --steps 2 --precision " + precision +
+                     " --dump-step " + std::to_string(step) + " --out " + out);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return out + "/step-" + std::to_string(step) + ".safetensors";
+  }
+  // A copy of `from` without the tensors whose names `drop` accepts.
+  std::string without(const std::string& from, const std::string& to,
+                      const std::function<bool(const std::string&)>& drop) {
+    SafetensorsFile f = read_safetensors(from);
+    for (auto it = f.tensors.begin(); it != f.tensors.end();) {
+      it = drop(it->first) ? f.tensors.erase(it) : std::next(it);
+    }
+    write_safetensors(dir_.file(to), f);
+    return dir_.file(to);
+  }
+};
+
+// A dump with no tensors was "no call diverged: 60 calls within tolerance", exit 0; --subset
+// with no tensor in common "0 of 0 tensors within tolerance", exit 0.
+TEST_F(CompareDumps, NothingComparedIsNeverAPass) {
+  const std::string a = dump("a");
+  const std::string empty =
+      without(a, "empty.safetensors", [](const std::string&) { return true; });
+  EXPECT_EQ(compare("--first-divergence " + a + " " + empty), 2) << out_;
+  EXPECT_NE(err_.find("nothing was compared"), std::string::npos) << err_;
+  EXPECT_EQ(compare("--subset " + a + " " + empty), 2) << out_;
+  EXPECT_NE(err_.find("have no tensor in common: nothing was compared"), std::string::npos) << err_;
+}
+
+// A call missing from B was skipped silently: the next call diverged (its inputs came from the
+// skipped one) and the advice blamed an earlier step.
+TEST_F(CompareDumps, SkippedCallsAreNamed) {
+  const std::string a = dump("a");
+  const SafetensorsFile f = read_safetensors(a);
+  const std::string first = Json::parse(f.metadata.at("calls")).at(0).get<std::string>();
+  const std::string b = without(a, "b.safetensors",
+                                [&](const std::string& n) { return n.rfind(first + ".", 0) == 0; });
+  EXPECT_EQ(compare("--first-divergence " + a + " " + b), 1) << out_ << err_;
+  EXPECT_NE(out_.find("not compared: call " + first + " (B lacks its tensors)"), std::string::npos)
+      << out_;
+  EXPECT_NE(out_.find("calls were not compared (B lacks their tensors; the first " + first + ")"),
+            std::string::npos)
+      << out_;
+}
+
+// B's step and kind were not checked: an fp32 dump against a mixed one gave exit 1 and advice.
+TEST_F(CompareDumps, DumpsOfAnotherStepOrKindAreNotCompared) {
+  const std::string a = dump("a"), mixed = dump("m", "mixed"), step2 = dump("s", "fp32", 2);
+  EXPECT_EQ(compare("--first-divergence " + a + " " + mixed), 2) << out_;
+  EXPECT_NE(err_.find("the dumps ran other calls"), std::string::npos) << err_;
+  EXPECT_EQ(compare("--first-divergence " + a + " " + step2), 2) << out_;
+  EXPECT_NE(err_.find("is step 1's dump but"), std::string::npos) << err_;
+  // A trace given to --first-divergence was a "corrupt safetensors header".
+  const std::string t = trace("t.jsonl");
+  EXPECT_EQ(compare("--first-divergence " + t + " " + t), 2) << out_;
+  EXPECT_NE(err_.find(t + " is a trace; --first-divergence compares two kernel-call dumps"),
+            std::string::npos)
+      << err_;
+  EXPECT_EQ(compare("--first-divergence " + a + " " + a), 0) << out_ << err_;
 }
 
 }  // namespace

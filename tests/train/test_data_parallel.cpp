@@ -310,6 +310,31 @@ TEST_F(DataParallel, RanksWithDifferentDataStop) {
       << r.output;
 }
 
+// Ranks given different checkpoint flags entered their collective saves at different steps (or
+// one rank alone) and waited for each other forever, at 100 % CPU; now the first check says
+// which flag differs. `timeout` turns the old hang into a failure.
+TEST_F(DataParallel, RanksWithDifferentCheckpointFlagsStop) {
+  const std::string run = std::string(" --oversubscribe ") + REFTRAIN_BIN +
+                          " train --preset tiny --steps 6 --threads 1 --data " + text_ + " ";
+  const struct {
+    std::string rank0, rank1, message;
+  } cases[] = {
+      {"--out " + dir_.file("a0") + " --save-every 2",
+       "--out " + dir_.file("a1") + " --save-every 3",
+       "rank 1's --save-every (3) differs from rank 0's (2)"},
+      {"--out " + dir_.file("b0"), "", "rank 1's --out (not given) differs from rank 0's (given)"},
+      {"--out " + dir_.file("c0") + " --stop-after 2",
+       "--out " + dir_.file("c1") + " --stop-after 4",
+       "rank 1's --stop-after (4) differs from rank 0's (2)"},
+  };
+  for (const auto& c : cases) {
+    const CommandResult r = run_command("timeout 120 env " MPI_ENV REFTRAIN_MPIEXEC " -np 1" + run +
+                                        c.rank0 + " : -np 1" + run + c.rank1);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(" of 2: " + c.message), std::string::npos) << r.output;
+  }
+}
+
 // The pid of the rank `rank` process that mpirun started, found by its environment.
 pid_t rank_pid(int rank) {
   for (const auto& e : fs::directory_iterator("/proc")) {
