@@ -1,5 +1,7 @@
 #include "apps/cli_util.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -9,6 +11,7 @@
 
 #include "core/base/error.h"
 #include "core/formats/atomic_file.h"
+#include "core/formats/input_file.h"
 
 namespace reftrain {
 
@@ -196,6 +199,36 @@ int32_t default_prompt(const Tokenizer* tokenizer, int model_vocab) {
   if (!tokenizer) return int32_t(model_vocab - 1);
   if (tokenizer->eot_id() >= 0) return tokenizer->eot_id();
   return tokenizer->encode("\n").at(0);
+}
+
+std::vector<int32_t> eval_ids(const std::string& flag, const std::string& path,
+                              const Tokenizer& tokenizer) {
+  if (path.empty()) throw usage_error(flag + " needs a text file");
+  const std::string text = InputFile(path, flag + " file").read_all();
+  if (text.empty()) throw input_error(flag + " file " + path + " is empty; give it some text");
+  return tokenizer.encode(text);
+}
+
+EvalResult evaluate_with_progress(Model& model, int B, int T, const std::vector<int32_t>& ids,
+                                  const Tokenizer& tokenizer) {
+  const bool tty = isatty(fileno(stderr));
+  const auto progress = [tty](size_t done, size_t total) {
+    // On a terminal every forward; in a log about ten lines.
+    if (!tty && done != total && done % std::max<size_t>(1, total / 10) != 0) return;
+    std::fprintf(stderr, "%seval: window %zu/%zu%s", tty ? "\r\033[K" : "", done, total,
+                 tty && done != total ? "" : "\n");
+    std::fflush(stderr);
+  };
+  return evaluate(model, B, T, ids, tokenizer, progress);
+}
+
+std::string eval_summary(const EvalResult& e) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "loss %.4f nats/token | perplexity %.2f | %.4f bits/byte (%llu tokens, %llu bytes)",
+                e.loss(), e.perplexity(), e.bits_per_byte(), (unsigned long long)e.tokens,
+                (unsigned long long)e.bytes);
+  return buf;
 }
 
 }  // namespace reftrain

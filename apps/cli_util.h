@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "core/base/error.h"
+#include "core/model/model.h"
 #include "core/tokenizer/tokenizer.h"
+#include "core/train/eval.h"
 #include "core/train/run_config.h"
 
 namespace reftrain {
@@ -78,5 +80,15 @@ std::function<void(int32_t)> token_printer(std::shared_ptr<const Tokenizer> toke
 // (or, without a tokenizer, the last id of the model's vocab, GPT-2's <|endoftext|>), else a
 // newline.
 int32_t default_prompt(const Tokenizer* tokenizer, int model_vocab);
+
+// The ids of a text file to evaluate on (--eval-data, `eval --data`), under `tokenizer`: an
+// input error naming `flag` when the file is missing, unreadable or empty.
+std::vector<int32_t> eval_ids(const std::string& flag, const std::string& path,
+                              const Tokenizer& tokenizer);
+// evaluate() with a progress line on stderr ("eval: window k/N", rewritten on a terminal).
+EvalResult evaluate_with_progress(Model& model, int B, int T, const std::vector<int32_t>& ids,
+                                  const Tokenizer& tokenizer);
+// "loss L nats/token | perplexity P | B bits/byte (N tokens, M bytes)".
+std::string eval_summary(const EvalResult& e);
 
 }  // namespace reftrain

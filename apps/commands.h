@@ -11,6 +11,7 @@ using CommandRunner = std::function<int()>;
 
 CommandRunner add_train_command(CLI::App& app);
 CommandRunner add_sample_command(CLI::App& app);
+CommandRunner add_eval_command(CLI::App& app);
 CommandRunner add_plot_command(CLI::App& app);
 CommandRunner add_presets_command(CLI::App& app);
 CommandRunner add_explain_command(CLI::App& app);
