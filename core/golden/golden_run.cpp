@@ -76,6 +76,8 @@ Json golden_config(const Trainer& trainer, const Preset& preset, const std::stri
   // A golden run is the fast kernels' run (the command has no --kernels), and its config.json
   // predates the option: it is not repeated there.
   j["train"].erase("kernels");
+  // Nor the splits' byte counts (for bits per byte), which came later: the pinned files stay.
+  j["data"].erase("train_bytes"), j["data"].erase("val_bytes");
   Json lrs = Json::array();
   for (int k = 0; k < t.steps; ++k) lrs.push_back(json_float(learning_rate(lr_schedule(t), k)));
   j["schedule"] = schedule_json(t);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "core/base/error.h"
 #include "core/formats/atomic_file.h"
 #include "core/formats/input_file.h"
+#include "core/tokenizer/bpe_train.h"
 
 namespace reftrain {
 
@@ -62,6 +64,10 @@ Dataset split(std::string kind, std::string source, std::vector<uint16_t> tokens
   d.val.assign(tokens.begin() + std::ptrdiff_t(n_train), tokens.end());
   tokens.resize(n_train);
   d.train = std::move(tokens);
+  if (d.tokenizer) {
+    d.train_bytes = text_bytes(d.train, *d.tokenizer);
+    d.val_bytes = text_bytes(d.val, *d.tokenizer);
+  }
   return d;
 }
 
@@ -140,6 +146,40 @@ void write_token_cache(const std::string& path, const std::vector<uint16_t>& ids
   out.commit();
 }
 
+// Where a file derived from `data` (a file or a directory) is cached: beside a file whose
+// directory is writable, else in the user's cache directory; "" when there is none.
+std::string cache_place(const std::string& data, const std::string& file) {
+  const fs::path p(data);
+  std::error_code ec;
+  const bool is_dir = fs::is_directory(p, ec);
+  const std::string name = (is_dir ? p.lexically_normal().filename() : p.filename()).string();
+  const std::string named = (name.empty() ? std::string("data") : name) + "." + file;
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!is_dir && access(dir.c_str(), W_OK) == 0) return (dir / named).string();
+  const std::string cache = user_cache_dir();
+  return cache.empty() ? "" : cache + "/" + named;
+}
+
+// The cached auto tokenizer at `path`, or null when it is missing or unreadable (then it is
+// trained and written again). As with the token cache, the name is predictable, so a link or
+// another non-file there is neither read nor written through: an input error names it.
+std::shared_ptr<const Tokenizer> read_auto_tokenizer(const std::string& path, int vocab) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  if (ec || !fs::exists(st)) return nullptr;
+  if (!fs::is_regular_file(st)) {
+    throw input_error("--tokenizer auto's file " + path +
+                      " is a symbolic link, directory or device, not a file reftrain wrote; "
+                      "remove it, or pass --tokenizer bytes");
+  }
+  try {
+    auto t = std::make_shared<const Tokenizer>(load_tokenizer(path));
+    return t->vocab_size() <= vocab ? t : nullptr;
+  } catch (const UserError&) {
+    return nullptr;
+  }
+}
+
 // Text to ids: the bytes tokenizer directly (nothing to cache), BPE through the cache.
 std::vector<uint16_t> tokens_of(const std::string& text, const std::string& data,
                                 const Tokenizer& tokenizer) {
@@ -214,16 +254,55 @@ uint64_t fnv1a64_bytes(std::string_view bytes) {
 
 std::string token_cache_path(const std::string& data, const Tokenizer& tokenizer,
                              uint64_t text_hash) {
-  const fs::path p(data);
-  std::error_code ec;
-  const bool is_dir = fs::is_directory(p, ec);
-  const std::string name = (is_dir ? p.lexically_normal().filename() : p.filename()).string();
-  const std::string file = (name.empty() ? std::string("data") : name) + "." + tokenizer.kind() +
-                           "-" + hex16(tokenizer.hash()) + "." + hex16(text_hash) + ".tokens";
-  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!is_dir && access(dir.c_str(), W_OK) == 0) return (dir / file).string();
-  const std::string cache = user_cache_dir();
-  return cache.empty() ? "" : cache + "/" + file;
+  return cache_place(
+      data, tokenizer.kind() + "-" + hex16(tokenizer.hash()) + "." + hex16(text_hash) + ".tokens");
+}
+
+int auto_vocab_size(size_t train_bytes) {
+  if (train_bytes < kAutoMinBytes) return kByteVocab;
+  int vocab = kByteVocab;
+  while (vocab < kAutoMaxVocab && size_t(vocab) * 2 * kAutoBytesPerId <= train_bytes) vocab *= 2;
+  return vocab;
+}
+
+std::shared_ptr<const Tokenizer> auto_tokenizer(const std::string& text, const std::string& data) {
+  const size_t train_bytes = text.size() * 9 / 10;
+  const int vocab = auto_vocab_size(train_bytes);
+  if (vocab <= kByteVocab) return bytes_tokenizer();
+  const std::string path = cache_place(
+      data, "auto" + std::to_string(vocab) + "." + hex16(fnv1a64_bytes(text)) + ".tokenizer.json");
+  if (path.empty()) {
+    throw input_error("--tokenizer auto has nowhere to keep the tokenizer it trains on " + data +
+                      " (its directory is not writable and neither HOME nor XDG_CACHE_HOME is "
+                      "set); set HOME or pass --tokenizer bytes");
+  }
+  if (auto cached = read_auto_tokenizer(path, vocab)) return cached;
+  const Tokenizer trained = train_bpe(std::string_view(text).substr(0, train_bytes), vocab, "auto");
+  try {
+    std::error_code ec;
+    fs::create_directories(fs::path(path).parent_path(), ec);
+    const std::string json = to_tokenizer_json(trained);
+    AtomicFileWriter out(path, AtomicFileWriter::Links::kRefuse);
+    out.write(json.data(), json.size());
+    out.commit();
+  } catch (const UserError& e) {
+    throw input_error("--tokenizer auto cannot keep its tokenizer at " + path + " (" + e.what() +
+                      "); make that directory writable or pass --tokenizer bytes");
+  }
+  // Read back, so that its source is the file a resume or a sample finds it at.
+  return std::make_shared<const Tokenizer>(load_tokenizer(path));
+}
+
+double bits_per_byte(double nats_per_token, uint64_t tokens, uint64_t bytes) {
+  if (bytes == 0) return std::nan("");
+  return nats_per_token / std::log(2.0) * double(tokens) / double(bytes);
+}
+
+uint64_t text_bytes(const std::vector<uint16_t>& ids, const Tokenizer& tokenizer) {
+  uint64_t n = 0;
+  const int V = tokenizer.vocab_size();
+  for (uint16_t id : ids) n += id < V ? tokenizer.token_bytes(id).size() : 0;
+  return n;
 }
 
 std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& data,
@@ -259,12 +338,15 @@ std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& 
 Dataset load_text_file(const std::string& path, std::shared_ptr<const Tokenizer> tokenizer) {
   const std::string text = read_text(path);
   if (text.empty()) throw input_error("data file " + path + " is empty");
+  if (!tokenizer) tokenizer = auto_tokenizer(text, path);
   std::vector<uint16_t> ids = tokens_of(text, path, *tokenizer);
   return split("text", path, std::move(ids), std::move(tokenizer));
 }
 
 Dataset load_fortunes(const std::string& dir, std::shared_ptr<const Tokenizer> tokenizer) {
-  std::vector<uint16_t> ids = tokens_of(fortunes_text(dir), dir, *tokenizer);
+  const std::string text = fortunes_text(dir);
+  if (!tokenizer) tokenizer = auto_tokenizer(text, dir);
+  std::vector<uint16_t> ids = tokens_of(text, dir, *tokenizer);
   return split("text", dir, std::move(ids), std::move(tokenizer));
 }
 

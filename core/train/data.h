@@ -25,6 +25,10 @@ struct Dataset {
   std::string source;  // file or directory
   uint64_t hash = 0;   // FNV-1a 64 of all tokens (as little-endian uint16), before the split
   std::vector<uint16_t> train, val;  // first 90% and last 10%
+  // The text bytes the ids of each split stand for (their tokens' bytes, summed); 0 when
+  // unknown (llm.c ids without a tokenizer). Bits per byte = nats per token / ln 2 · tokens /
+  // bytes: a loss every tokenizer can be compared on.
+  uint64_t train_bytes = 0, val_bytes = 0;
   // What the ids mean: the tokenizer that encoded the text (bytes by default); for llm.c token
   // ids, the one --tokenizer named, or null (ids without a known tokenizer).
   std::shared_ptr<const Tokenizer> tokenizer;
@@ -51,12 +55,29 @@ std::shared_ptr<const Tokenizer> tokenizer_from_spec(const std::string& spec);
 // The bytes tokenizer, shared.
 std::shared_ptr<const Tokenizer> bytes_tokenizer();
 
+// `--tokenizer auto`: the vocabulary of the BPE trained on a training split of `train_bytes`
+// bytes, or 256 for bytes. Measured (bench/laptop_sweep.sh MODE=vocab; bench/RESULTS.md,
+// "Issue 31"): bytes under kAutoMinBytes (a BPE's ids get too little text each to learn their
+// embeddings in a laptop's run, and its validation loss climbs); above, the largest power of
+// two ≤ train_bytes / kAutoBytesPerId, capped at kAutoMaxVocab.
+constexpr size_t kAutoMinBytes = size_t(256) << 10;
+constexpr size_t kAutoBytesPerId = 128;
+constexpr int kAutoMaxVocab = 4096;
+int auto_vocab_size(size_t train_bytes);
+// The tokenizer `auto` picks for `text` read from `data` (a file or the fortunes directory):
+// bytes, or a BPE of auto_vocab_size(90 % of the text) trained on the first 90 % of the text
+// (the training split, so validation text stays unseen) and cached as a tokenizer.json beside
+// the token cache, "NAME.auto<V>.<text hash>.tokenizer.json" (token_cache_path's places). A
+// later run with the same text reads it back. An input error when no cache place is writable
+// (the model's tokenizer must stay on disk for sample, eval and resume).
+std::shared_ptr<const Tokenizer> auto_tokenizer(const std::string& text, const std::string& data);
+
 // A text file's tokens under `tokenizer`. A BPE tokenizer encodes the text once and caches the
-// ids (token_cache_path); a later load reads the cache.
+// ids (token_cache_path); a later load reads the cache. A null tokenizer: auto_tokenizer's.
 Dataset load_text_file(const std::string& path,
                        std::shared_ptr<const Tokenizer> tokenizer = bytes_tokenizer());
 // Every fortune file in `dir` (the .dat indexes and .u8 links skipped), in name order, with
-// the '%' separator lines dropped.
+// the '%' separator lines dropped. A null tokenizer: auto_tokenizer's.
 Dataset load_fortunes(const std::string& dir = kFortunesDir,
                       std::shared_ptr<const Tokenizer> tokenizer = bytes_tokenizer());
 // The text of the fortunes corpus, as load_fortunes reads it.
@@ -76,6 +97,11 @@ std::string token_cache_path(const std::string& data, const Tokenizer& tokenizer
 // it. An input error when the vocabulary does not fit uint16 ids (more than 65536 tokens).
 std::vector<uint16_t> cached_tokens(const std::string& text, const std::string& data,
                                     const Tokenizer& tokenizer);
+// Bits per byte of a loss of `nats_per_token` over `tokens` ids that stand for `bytes` bytes of
+// text: nats / ln 2 · tokens / bytes; NaN when the bytes are unknown (0).
+double bits_per_byte(double nats_per_token, uint64_t tokens, uint64_t bytes);
+// The bytes `ids` stand for under `tokenizer`: the sum of their tokens' lengths.
+uint64_t text_bytes(const std::vector<uint16_t>& ids, const Tokenizer& tokenizer);
 // FNV-1a 64 of bytes.
 uint64_t fnv1a64_bytes(std::string_view bytes);
 // llm.c's token file: int32 header[256] (magic 20240520, version 1, count), then uint16 tokens.

@@ -65,9 +65,13 @@ Dataset load_data(const RunRequest& r) {
     if (*given && (*given)->empty()) throw usage_error(std::string(flag) + " needs a file name");
   }
   if (r.tokenizer && r.tokenizer->empty()) {
-    throw usage_error("--tokenizer needs bytes, gpt2, a tokenizer.json or a directory");
+    throw usage_error("--tokenizer needs auto, bytes, gpt2, a tokenizer.json or a directory");
   }
-  std::shared_ptr<const Tokenizer> tokenizer = tokenizer_from_spec(name(r.tokenizer));
+  // Null: the text's own, trained on it (auto_tokenizer).
+  std::shared_ptr<const Tokenizer> tokenizer =
+      r.auto_tokenizer && !r.tokenizer && !r.data_tokens && !r.init_from
+          ? nullptr
+          : tokenizer_from_spec(name(r.tokenizer));
   if (r.data_tokens) {
     Dataset d = load_llmc_tokens(*r.data_tokens);
     if (r.tokenizer) d.tokenizer = std::move(tokenizer);  // what the ids mean
@@ -112,6 +116,24 @@ ModelConfig model_of_file(const std::string& path, bool hf, const Preset& preset
   return m;
 }
 
+// --layers, --heads, --channels, --max-seq over the preset's shape; the flag that conflicts
+// with a model read from a file or a checkpoint (`source`) is a usage error.
+void reshape(const RunRequest& r, ModelConfig& m, const std::string& source) {
+  const std::pair<const char*, std::pair<const std::optional<int>*, int*>> flags[] = {
+      {"--layers", {&r.layers, &m.layers}},
+      {"--heads", {&r.heads, &m.heads}},
+      {"--channels", {&r.channels, &m.channels}},
+      {"--max-seq", {&r.max_seq, &m.max_seq}}};
+  for (const auto& [flag, value] : flags) {
+    if (!*value.first) continue;
+    if (!source.empty()) {
+      throw usage_error(std::string(flag) + " conflicts with " + source +
+                        ", which sets the model's shape; leave " + flag + " out");
+    }
+    *value.second = **value.first;
+  }
+}
+
 RunPlan fresh_plan(const RunRequest& r) {
   RunPlan p;
   const Preset& preset = find_preset(r.preset);
@@ -121,6 +143,7 @@ RunPlan fresh_plan(const RunRequest& r) {
   const std::string init_from = name(r.init_from);
   const bool hf = !init_from.empty() && is_hf_model_path(init_from);
   if (!init_from.empty()) p.model = model_of_file(init_from, hf, preset);
+  reshape(r, p.model, init_from.empty() ? "" : "--init-from");
   validate(p.model, p.train);
   if (hf) check_hf_weights(init_from, p.model);  // before the model's memory is allocated
   const std::pair<const char*, bool> needs_out[] = {{"--save-every", r.save_every.has_value()},
@@ -236,6 +259,7 @@ RunPlan resume_plan(const RunRequest& r) {
   p.ckpt = std::make_unique<Checkpoint>(read_checkpoint(r.resume));
   const CheckpointMeta& m = p.ckpt->meta;
   check_resume_flags(r, m);
+  reshape(r, p.model, "--resume");
   p.preset = m.preset, p.init = m.init, p.model = m.model, p.train = m.train;
   MicroBatches::split(m.train.grad_accum, r.ranks);  // before the data loads
   p.start = int(m.step);

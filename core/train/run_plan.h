@@ -25,9 +25,16 @@ struct RunRequest {
   std::string preset = kDefaultPreset;
   bool preset_given = false;
   std::optional<std::string> data, data_tokens, init_from, tokenizer;
+  // `--tokenizer auto` (train's default): a fresh run on text with no tokenizer given and no
+  // weights to start from reads it with auto_tokenizer's (core/train/data.h); a resumed run
+  // with its checkpoint's. Off: bytes, as `golden run` reads.
+  bool auto_tokenizer = false;
   std::string resume;  // the checkpoint (a file, or a directory: its newest) to continue
   std::string out;     // the checkpoint directory
   std::optional<int> steps, save_every, keep, stop_after;
+  // The model's shape over the preset's (a fresh run from scratch only: --init-from's file and
+  // a resumed checkpoint set their own).
+  std::optional<int> layers, heads, channels, max_seq;
   bool grad_accum_given = false;
   int ranks = 1;
   // The command line's training values over `base` (a preset's or a checkpoint's), with

@@ -228,6 +228,8 @@ Json Trainer::describe(const std::string& preset, const std::string& init) const
         {"hash", data_hash_text(data_.hash)},
         {"train_tokens", data_.train.size()},
         {"val_tokens", data_.val.size()},
+        {"train_bytes", data_.train_bytes},
+        {"val_bytes", data_.val_bytes},
         {"tokenizer", describe_tokenizer(data_.tokenizer.get())}}},
   };
 }
