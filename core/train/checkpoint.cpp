@@ -279,6 +279,7 @@ std::map<std::string, std::string> metadata(const CheckpointMeta& m, const Json&
   md["data"] = json_text(data);
   md["checkpointing"] = json_text(Json{{"save_every", m.save_every}, {"keep", m.keep}});
   md["run"] = json_text(run);
+  if (std::isfinite(m.val_loss)) md["val_loss"] = json_text(json_float(m.val_loss));
   add_derived_state(md, m, layout);
   return md;
 }
@@ -331,6 +332,10 @@ CheckpointMeta parse_meta(const std::map<std::string, std::string>& md) {
                              std::to_string(m.train.steps) + "-step run");
   }
   m.init = meta_value(md, "init");
+  if (md.count("val_loss")) {
+    m.val_loss =
+        JsonFields(Json{{"val_loss", meta_json(md, "val_loss")}}, "checkpoint").real32("val_loss");
+  }
   const Json data_json = meta_json(md, "data");
   const JsonFields data(data_json, "data");
   m.data = {data.text("kind"),
@@ -677,6 +682,17 @@ void restore_optimizer(const Checkpoint& ckpt, OptimizerState& optimizer) {
     const size_t end = std::min(at + t.bytes, held.begin + held.bytes);
     if (begin < end) {
       std::memcpy(held.data + (begin - held.begin), s.bytes.data() + (begin - at), end - begin);
+    }
+  }
+}
+
+void keep_only_checkpoint(const std::string& dir, const std::string& path) {
+  for (const auto& [step, other] : list_checkpoints(dir)) {
+    std::error_code ec;
+    if (other == path || (!fs::remove(other, ec) && !ec)) continue;
+    if (ec) {
+      throw input_error("cannot remove the former best checkpoint " + other + ": " + ec.message() +
+                        "; check the permissions of " + dir);
     }
   }
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,9 @@ struct CheckpointMeta {
   DataSource data;
   int save_every = 0;  // the saving policy a resumed run continues with
   int keep = 0;
+  // The validation loss at `step`, for a `best` checkpoint (metadata "val_loss"); NaN when the
+  // checkpoint was not saved as one.
+  float val_loss = std::numeric_limits<float>::quiet_NaN();
 };
 
 // A checkpoint read back and validated: its metadata and every tensor it must hold.
@@ -104,6 +108,13 @@ Checkpoint read_checkpoint(const std::string& path);
 // into an OptimizerState made from its config.
 void restore_model(const Checkpoint& ckpt, Model& model);
 void restore_optimizer(const Checkpoint& ckpt, OptimizerState& optimizer);
+
+// The subdirectory of a run's --out directory that keeps its best checkpoint (the lowest
+// validation loss so far): DIR/best/ckpt-<step>.safetensors, alone there once saved, so that
+// read_checkpoint("DIR/best") reads it as it reads any checkpoint directory.
+constexpr const char* kBestDir = "best";
+// Removes every checkpoint of `dir` but `path`.
+void keep_only_checkpoint(const std::string& dir, const std::string& path);
 
 // Removes all but the newest `keep` checkpoints of `dir` (keep 0 keeps all).
 void prune_checkpoints(const std::string& dir, int keep);

@@ -25,11 +25,51 @@ void RunLog::keep(const Json& line) {
   if (line.at("type") == "val") lines_.vals.push_back(line);
 }
 
+namespace {
+
+// The validation loss of the best checkpoint a resumed run's directory keeps, or ∞ when there
+// is none that belongs to the run so far (or it does not read).
+float resumed_best(const std::string& dir, int start) {
+  const std::string best = (std::filesystem::path(dir) / kBestDir).string();
+  const auto saved = list_checkpoints(best);
+  if (start == 0 || saved.empty() || saved.back().first > start) {
+    return std::numeric_limits<float>::infinity();
+  }
+  try {
+    const float loss = read_checkpoint(saved.back().second).meta.val_loss;
+    return std::isfinite(loss) ? loss : std::numeric_limits<float>::infinity();
+  } catch (const UserError&) {
+    return std::numeric_limits<float>::infinity();
+  }
+}
+
+}  // namespace
+
 Saver::Saver(const RunPlan& p, const Dataset& d, Json run)
     : dir_(p.out), run_(std::move(run)), last_(p.ckpt ? p.ckpt->path : "") {
   meta_.preset = p.preset, meta_.init = p.init, meta_.model = p.model, meta_.train = p.train;
   meta_.data = {d.kind, d.source, p.data_path, d.hash, tokenizer_record(d.tokenizer.get())};
   meta_.save_every = p.save_every, meta_.keep = p.keep;
+  if (!dir_.empty()) best_ = resumed_best(dir_, p.start);
+}
+
+std::string Saver::save_best(Trainer& t, int step, float val_loss) {
+  if (!saves() || !(val_loss < best_)) return "";
+  best_ = val_loss;
+  CheckpointMeta meta = meta_;
+  meta.step = step, meta.updates = t.updates(), meta.val_loss = val_loss;
+  const std::string dir = (std::filesystem::path(dir_) / kBestDir).string();
+  const std::unique_ptr<OptimizerState> gathered = t.gather_optimizer();
+  std::string path = (std::filesystem::path(dir) / checkpoint_file_name(step)).string();
+  if (t.comm().root()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    // The new best is on disk before the former one goes: a kill between leaves both, and
+    // the newer (the lower loss) is the one read_checkpoint picks.
+    path = save_checkpoint(dir, meta, run_, t.model(), gathered ? *gathered : t.optimizer());
+    keep_only_checkpoint(dir, path);
+  }
+  return path;
 }
 
 std::string Saver::save(Trainer& t, int step) {
@@ -101,12 +141,18 @@ void stop_on_signal(Trainer& trainer, const LoopOptions& o, LoopEnd& end) {
 LoopEnd run_loop(Trainer& trainer, RunLog& log, RunObserver& observer, const LoopOptions& o) {
   const TrainConfig& train = trainer.train_config();
   KernelProfile* profiling = nullptr;  // o.profile once the first step is done
+  const Dataset& data = trainer.data();
   auto validate_at = [&](int step) {
     trainer.model().set_profile(nullptr);  // validation's forwards are not training steps
-    const float val = trainer.validate();
+    Validation v;
+    v.step = step, v.loss = trainer.validate();
+    v.bits_per_byte = bits_per_byte(v.loss, data.val.size(), data.val_bytes);
     trainer.model().set_profile(profiling);
-    observer.validated(step, val);
-    log.write({{"type", "val"}, {"step", step}, {"val_loss", json_float(val)}});
+    if (o.saver && step > 0) v.best = o.saver->save_best(trainer, step, v.loss);
+    observer.validated(v);
+    Json line = {{"type", "val"}, {"step", step}, {"val_loss", json_float(v.loss)}};
+    if (std::isfinite(v.bits_per_byte)) line["val_bpb"] = json_float(float(v.bits_per_byte));
+    log.write(line);
   };
   if (o.validate && o.start == 0) validate_at(0);
   LoopEnd end;

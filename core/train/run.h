@@ -4,6 +4,7 @@
 // the z-loss part of the loss) through the same observer.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,27 @@ class Saver {
   // Every rank takes part (rank 0 gathers the optimizer state's shards and writes the file).
   std::string save(Trainer& t, int step);
   const std::string& last() const { return last_; }
+  // After the validation of `step` (≥ 1): when `val_loss` is the lowest of the run so far,
+  // saves DIR/best/ckpt-<step> (atomically, as save() does), removes the former best and returns
+  // its path; "" otherwise. Every rank takes part. A resumed run's best so far is the one in
+  // DIR/best, if that checkpoint is not past the step it resumes from.
+  std::string save_best(Trainer& t, int step, float val_loss);
 
  private:
   std::string dir_;
   Json run_;
   CheckpointMeta meta_;
   std::string last_;
+  float best_ = std::numeric_limits<float>::infinity();
+};
+
+// One validation: its loss, bits per byte (NaN when the split's bytes are unknown), and the
+// best checkpoint it saved ("" when it saved none).
+struct Validation {
+  int step = 0;
+  float loss = 0;
+  double bits_per_byte = 0;
+  std::string best;
 };
 
 // What a command sees of, and adds to, the loop. Every hook but step() does nothing by default.
@@ -58,7 +74,7 @@ class RunObserver {
   virtual StepResult step(Trainer& trainer, int k) { return trainer.step(k); }
   // After step r, before its trace line `line`, which it may add to.
   virtual void stepped(Trainer&, const StepResult&, StepRecord&) {}
-  virtual void validated(int /*step*/, float /*val_loss*/) {}
+  virtual void validated(const Validation& /*v*/) {}
   virtual void saved(const std::string& /*path*/) {}
   // Something the run tells its user (a step skipped).
   virtual void note(const std::string& /*text*/) {}
