@@ -23,11 +23,12 @@ struct Point {
   double step, loss;  // loss NaN = a gap
 };
 
-std::vector<Point> points(const std::vector<Json>& lines, const char* key) {
+// The lines' `key` values times `scale` (a line without the key: a gap).
+std::vector<Point> points(const std::vector<Json>& lines, const char* key, double scale = 1.0) {
   std::vector<Point> out;
   for (const Json& j : lines) {
-    const Json& v = j.at(key);
-    const double loss = v.is_number() ? v.get<double>() : std::nan("");
+    const Json v = j.value(key, Json());
+    const double loss = v.is_number() ? v.get<double>() * scale : std::nan("");
     out.push_back({j.at("step").get<double>(), std::isfinite(loss) ? loss : std::nan("")});
   }
   return out;
@@ -174,7 +175,7 @@ class Canvas {
     flush();
     return out;
   }
-  std::string axes(const std::string& title) const {
+  std::string axes(const std::string& title, const char* y_label) const {
     std::string s = "<rect x=\"0\" y=\"0\" width=\"" + fmt("%.0f", width_) + "\" height=\"" +
                     fmt("%.0f", kHeight) + "\" fill=\"white\"/>\n";
     double step = 0;
@@ -202,10 +203,10 @@ class Canvas {
             kLeft, kTop, kRight - kLeft, kBottom - kTop);
     s += fmt("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step</text>\n",
              (kLeft + kRight) / 2, kBottom + 45);
-    s +=
-        fmt("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\" transform=\"rotate(-90 %.0f "
-            "%.0f)\">loss</text>\n",
-            kLeft - 55, (kTop + kBottom) / 2, kLeft - 55, (kTop + kBottom) / 2);
+    s += fmt("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\" transform=\"rotate(-90 %.0f "
+             "%.0f)\">",
+             kLeft - 55, (kTop + kBottom) / 2, kLeft - 55, (kTop + kBottom) / 2) +
+         y_label + "</text>\n";
     s += fmt("<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\" font-size=\"18\" "
              "font-weight=\"bold\">",
              (kLeft + kRight) / 2, kTop - 25) +
@@ -236,16 +237,37 @@ std::string legend_entry(int row, const std::string& label, const char* color, b
 
 }  // namespace
 
-std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& title) {
+namespace {
+
+// Bits per byte of the training split per nat per token: 1 / ln 2 · tokens / bytes, from the
+// run line (NaN when it does not hold the split's bytes: a trace of llm.c ids, or an older one).
+double train_bits_per_nat(const Json& run) {
+  const Json data = run.is_object() ? run.value("data", Json()) : Json();
+  const Json tokens = data.is_object() ? data.value("train_tokens", Json()) : Json();
+  const Json bytes = data.is_object() ? data.value("train_bytes", Json()) : Json();
+  if (!tokens.is_number() || !bytes.is_number() || bytes.get<double>() <= 0) return std::nan("");
+  return tokens.get<double>() / bytes.get<double>() / std::log(2.0);
+}
+
+}  // namespace
+
+std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& title,
+                          PlotAxis axis) {
   Range x, y;
   x.add(0.0);
   std::vector<std::vector<Point>> train, val;
+  const bool bpb = axis == PlotAxis::kBitsPerByte;
   for (const PlotRun& r : runs) {
-    train.push_back(points(r.trace->steps, "loss"));
-    val.push_back(points(r.trace->vals, "val_loss"));
+    train.push_back(points(r.trace->steps, "loss", bpb ? train_bits_per_nat(r.trace->run) : 1.0));
+    val.push_back(points(r.trace->vals, bpb ? "val_bpb" : "val_loss"));
     for (const auto* pts : {&train.back(), &val.back()}) {
       for (const Point& p : *pts) x.add(p.step), y.add(p.loss);
     }
+  }
+  if (y.empty() && bpb) {
+    throw input_error(
+        "nothing to plot: the traces hold no bits per byte (traces of llm.c ids, "
+        "or written before reftrain recorded them); plot --y loss");
   }
   if (y.empty()) throw input_error("nothing to plot: the traces hold no finite loss");
   if (x.hi <= x.lo) x.hi = x.lo + 1;
@@ -262,7 +284,8 @@ std::string loss_plot_svg(const std::vector<PlotRun>& runs, const std::string& t
                     fmt("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
                         "viewBox=\"0 0 %.0f %.0f\" ",
                         width, kHeight, width, kHeight) +
-                    "font-family=\"sans-serif\" font-size=\"12\">\n" + canvas.axes(title);
+                    "font-family=\"sans-serif\" font-size=\"12\">\n" +
+                    canvas.axes(title, bpb ? "bits per byte" : "loss");
   // The legend lists the series that have points (a replay's trace may have no validation),
   // run by run: train, then val.
   std::vector<int> legend_row(2 * runs.size(), -1);

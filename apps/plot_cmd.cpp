@@ -18,7 +18,7 @@ namespace {
 
 struct PlotArgs {
   std::vector<std::string> traces;
-  std::string out, title = "training and validation loss";
+  std::string out, title = "training and validation loss", y = "loss";
 };
 
 int run_plot(const PlotArgs& a) {
@@ -37,7 +37,8 @@ int run_plot(const PlotArgs& a) {
     const std::string label = trace_label(a.traces[i]);
     runs.push_back({names.count(label) > 1 ? a.traces[i] : label, &traces[i]});
   }
-  write_text_file(a.out, loss_plot_svg(runs, a.title));
+  const PlotAxis axis = a.y == "bpb" ? PlotAxis::kBitsPerByte : PlotAxis::kLoss;
+  write_text_file(a.out, loss_plot_svg(runs, a.title, axis));
   std::printf("wrote %s: %zu run%s\n", a.out.c_str(), runs.size(), runs.size() == 1 ? "" : "s");
   return 0;
 }
@@ -50,6 +51,11 @@ CommandRunner add_plot_command(CLI::App& app) {
       ->required();
   app.add_option("--out", a->out, "the SVG file to write")->required();
   app.add_option("--title", a->title, "the plot's title")->capture_default_str();
+  app.add_option("--y", a->y,
+                 "the y axis: loss (nats per token) or bpb (bits per byte, comparable across "
+                 "tokenizers)")
+      ->capture_default_str()
+      ->check(one_of({"loss", "bpb"}));
   return [a] { return run_plot(*a); };
 }
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "apps/cli_util.h"
 #include "apps/commands.h"
@@ -41,8 +42,9 @@ namespace {
 struct TrainArgs {
   std::string preset = kDefaultPreset;
   std::string data, data_tokens, init_from, trace, tokenizer;
-  std::string out, resume, plot;
+  std::string out, resume, plot, eval_data;
   int save_every = 0, keep = 0, stop_after = 0;
+  int layers = 0, heads = 0, channels = 0, max_seq = 0;  // the model's shape over the preset's
   bool skip_nonfinite = false;
   bool profile = false;
   TrainConfig over;                // numbers given on the command line; see `given`
@@ -88,7 +90,16 @@ RunRequest run_request(const TrainArgs& a) {
     return a.has(flag) ? std::optional<std::string>(value) : std::nullopt;
   };
   r.data = text("--data", a.data), r.data_tokens = text("--data-tokens", a.data_tokens);
-  r.init_from = text("--init-from", a.init_from), r.tokenizer = text("--tokenizer", a.tokenizer);
+  r.init_from = text("--init-from", a.init_from);
+  // auto is the default, not a file: it stays unnamed so a resumed run reloads its own.
+  const bool auto_given = a.has("--tokenizer") && a.tokenizer == "auto";
+  if (!auto_given) r.tokenizer = text("--tokenizer", a.tokenizer);
+  r.auto_tokenizer = a.resume.empty() && (auto_given || !a.has("--tokenizer"));
+  if (auto_given && (a.has("--data-tokens") || a.has("--init-from"))) {
+    throw usage_error(std::string("--tokenizer auto trains a tokenizer on text, which ") +
+                      (a.has("--data-tokens") ? "--data-tokens" : "--init-from") +
+                      " rules out; name the tokenizer (gpt2, a tokenizer.json) or leave it out");
+  }
   r.resume = a.resume, r.out = a.out;
   const auto optional = [&a](const char* flag, int value) {
     return a.has(flag) ? std::optional<int>(value) : std::nullopt;
@@ -97,6 +108,8 @@ RunRequest run_request(const TrainArgs& a) {
   r.save_every = optional("--save-every", a.save_every);
   r.keep = optional("--keep", a.keep);
   r.stop_after = optional("--stop-after", a.stop_after);
+  r.layers = optional("--layers", a.layers), r.heads = optional("--heads", a.heads);
+  r.channels = optional("--channels", a.channels), r.max_seq = optional("--max-seq", a.max_seq);
   r.grad_accum_given = a.has("--grad-accum");
   r.ranks = a.ranks;
   r.configure = [&a](const TrainConfig& base) { return configured(a, base); };
@@ -140,10 +153,15 @@ class Progress : public RunObserver {
       std::fflush(stdout);
     }
   }
-  void validated(int step, float val_loss) override {
+  void validated(const Validation& v) override {
     char buf[96];
-    std::snprintf(buf, sizeof buf, "val  step %d | val loss %.4f", step, val_loss);
-    note(buf);
+    std::snprintf(buf, sizeof buf, "val  step %d | val loss %.4f", v.step, v.loss);
+    std::string line = buf;
+    if (std::isfinite(v.bits_per_byte)) {
+      std::snprintf(buf, sizeof buf, " | %.3f bits/byte", v.bits_per_byte);
+      line += buf;
+    }
+    note(line + (v.best.empty() ? "" : " | best: " + v.best));
   }
   void saved(const std::string& path) override { note("checkpoint " + path); }
   void note(const std::string& text) override {
@@ -202,6 +220,12 @@ void print_banner(const std::string& preset, const ModelConfig& model, const Tra
       enum_name(train.matmul));
   std::printf("data: %s %s | %zu train + %zu val tokens | init: %s\n", d.kind.c_str(),
               d.source.c_str(), d.train.size(), d.val.size(), init.c_str());
+  const TokenizerRecord t = tokenizer_record(d.tokenizer.get());
+  if (t.kind != "bytes" && t.kind != "none") {
+    std::printf("tokenizer: %s, %d tokens, %.2f bytes per token | %s\n", t.kind.c_str(), t.vocab,
+                d.train.empty() ? 0.0 : double(d.train_bytes) / double(d.train.size()),
+                t.source.c_str());
+  }
   if (ranks > 1) {
     const double mib = 1 << 20;
     std::printf("optimizer state: %.1f MiB per rank (ZeRO-1: 1/%d of %.1f MiB)\n",
@@ -219,18 +243,39 @@ void report_exchange(Trainer& trainer, int steps, double seconds) {
               1000.0 * dp->exchange_seconds() / steps, 100.0 * dp->exchange_seconds() / seconds);
 }
 
-// The sample that ends a run: 256 tokens after <|endoftext|> (or a newline: default_prompt).
+// The sample that ends a run: 256 tokens after <|endoftext|> (or a newline: default_prompt),
+// from the nucleus of 0.9 (the first text a user reads: the tail of unlikely tokens is what
+// reads as gibberish; bench/RESULTS.md, "Issue 31", counts its words).
 void print_sample(Trainer& trainer) {
   const std::shared_ptr<const Tokenizer>& tokenizer = trainer.data().tokenizer;
   const int32_t prompt = default_prompt(tokenizer.get(), trainer.model().config().vocab);
   std::printf("\nsample:\n%s", tokenizer ? "" : "(token ids; pass --tokenizer to read them)");
+  SampleOptions options{256, 1.0f, 0, trainer.train_config().seed};
+  options.top_p = 0.9f;
   try {
-    trainer.sample({prompt}, {256, 1.0f, 0, trainer.train_config().seed},
-                   token_printer(tokenizer, false));
+    trainer.sample({prompt}, options, token_printer(tokenizer, false));
   } catch (const UserError& e) {
     std::printf("(none: %s)", e.what());
   }
   std::printf("\n");
+}
+
+// --eval-data: the held-out text under the run's tokenizer, evaluated by the trained model (in
+// its own trace line, "eval").
+void report_eval(const std::string& path, const std::vector<int32_t>& ids, Trainer& trainer,
+                 RunLog& log, int step) {
+  const TrainConfig& t = trainer.train_config();
+  const EvalResult e =
+      evaluate_with_progress(trainer.model(), t.batch, t.seq, ids, *trainer.data().tokenizer);
+  std::printf("eval %s: %s\n", path.c_str(), eval_summary(e).c_str());
+  log.write({{"type", "eval"},
+             {"step", step},
+             {"file", path},
+             {"loss", e.loss()},
+             {"perplexity", e.perplexity()},
+             {"bpb", e.bits_per_byte()},
+             {"tokens", e.tokens},
+             {"bytes", e.bytes}});
 }
 
 void write_plot(const TrainArgs& a, const RunPlan& p, const Trace& lines) {
@@ -246,6 +291,7 @@ void write_plot(const TrainArgs& a, const RunPlan& p, const Trace& lines) {
 // checkpoint's name, where a save would replace it.
 void refuse_clobbering(const TrainArgs& a, const RunPlan& p) {
   std::vector<NamedPath> inputs = {{"--data", a.data},
+                                   {"--eval-data", a.eval_data},
                                    {"--data-tokens", a.data_tokens},
                                    {"--init-from", a.init_from},
                                    {"--tokenizer", a.tokenizer}};
@@ -326,6 +372,14 @@ int run_train(TrainArgs& a) {
   if (!a.plot.empty()) check_writable("--plot", a.plot);
   if (a.threads > 0) omp_set_num_threads(a.threads);
 
+  // The held-out text is read and encoded before step 1, so a bad file costs no training.
+  if (a.has("--eval-data") && !plan.data.tokenizer) {
+    throw usage_error(
+        "--eval-data needs the tokenizer of the ids: pass --tokenizer with --data-tokens");
+  }
+  const std::vector<int32_t> eval = a.has("--eval-data")
+                                        ? eval_ids("--eval-data", a.eval_data, *plan.data.tokenizer)
+                                        : std::vector<int32_t>{};
   TrainRun run(std::move(plan), comm, a.trace);
   const RunPlan& p = run.plan();
   Trainer& trainer = run.trainer();
@@ -345,6 +399,7 @@ int run_train(TrainArgs& a) {
     write_plot(a, p, run.log().lines());
     return code;
   }
+  if (!eval.empty() && comm.root()) report_eval(a.eval_data, eval, trainer, run.log(), end.done);
   if (p.stop == p.train.steps) {
     if (comm.root()) print_sample(trainer);
   } else {
@@ -401,9 +456,14 @@ CommandRunner add_train_command(CLI::App& app) {
                      "llm.c GPT-2 checkpoint (fp32, magic 20240326); they set the model's shape");
   a->given["--tokenizer"] = app.add_option(
       "--tokenizer", a->tokenizer,
-      "bytes (default), gpt2, a tokenizer.json from `reftrain tokenizer train`, or a directory "
-      "with encoder.json + vocab.bpe or vocab.json + merges.txt; a BPE tokenizer sets the "
-      "model's vocab");
+      "auto (default: a BPE trained on the training split, its size from the text's, cached "
+      "beside the data; bytes for a small text), bytes, gpt2, a tokenizer.json from `reftrain "
+      "tokenizer train`, or a directory with encoder.json + vocab.bpe or vocab.json + "
+      "merges.txt; a BPE tokenizer sets the model's vocab");
+  a->given["--eval-data"] = app.add_option(
+      "--eval-data", a->eval_data,
+      "a held-out text file: after the last step, its loss, perplexity and bits per byte under "
+      "the run's tokenizer (as `reftrain eval` gives them)");
   app.add_option("--trace", a->trace,
                  "write a JSONL trace of the run to this file (with --resume: continue it)");
   for (const TrainField& f : train_fields()) {
@@ -411,6 +471,17 @@ CommandRunner add_train_command(CLI::App& app) {
     FieldOption& o = a->fields.emplace_back();
     add_field_option(app, f, a->over, o);
     a->given[field_flag(f)] = o.option;
+  }
+  const std::tuple<const char*, int*, int, const char*> shape[] = {
+      {"--layers", &a->layers, 1024, "transformer blocks (L)"},
+      {"--heads", &a->heads, 1024, "attention heads (NH; must divide --channels)"},
+      {"--channels", &a->channels, 1 << 14, "width of the residual stream (C)"},
+      {"--max-seq", &a->max_seq, 1 << 16, "the longest context the model takes (maxT ≥ --seq)"}};
+  for (const auto& [flag, value, hi, help] : shape) {
+    a->given[flag] =
+        app.add_option(flag, *value,
+                       std::string(help) + ", over the preset's (a model from scratch)")
+            ->transform(decimal_int(1, hi));
   }
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")
       ->transform(decimal_int(1, 4096));
