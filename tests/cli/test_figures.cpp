@@ -106,8 +106,9 @@ double trace_value(const std::string& trace, const std::string& type, int step,
 // steps are too long for a test; its command is on the page.)
 TEST(Figures, TheTinyLossCurveIsTheRunThePageDescribes) {
   TempDir dir;
-  const CommandResult train = run_reftrain(
-      "train --preset tiny --steps 300 --val-every 25 --trace " + dir.file("tiny.jsonl"));
+  const CommandResult train =
+      run_reftrain("train --preset tiny --tokenizer bytes --steps 300 --val-every 25 --trace " +
+                   dir.file("tiny.jsonl"));
   ASSERT_EQ(train.exit_code, 0) << train.output;
   const CommandResult plot =
       run_reftrain("plot " + dir.file("tiny.jsonl") + " --out " + dir.file("tiny_300_steps.svg") +

@@ -25,8 +25,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The files of a run's --out directory: the best checkpoint's directory and the checkpoints of
+// `steps`.
 std::vector<std::string> ckpt_names(std::initializer_list<int> steps) {
-  std::vector<std::string> names;
+  std::vector<std::string> names = {kBestDir};
   for (int s : steps) names.push_back(checkpoint_file_name(s));
   return names;
 }

@@ -103,17 +103,37 @@ export async function runCase(device, twin, entry, caseName, fixture) {
   if (thrown) throw thrown;
   const dawnError = (e) => new Error(`${entry.name}/${caseName}: ${explainError(entry, planned.passes, planned.slots, e.message)}`);
   if (perr) throw dawnError(perr);
+  const { slots, passes } = planned;
+  const U = GPUBufferUsage;
   const bufs = new Map();
-  for (const [name, slot] of planned.slots) {
+  for (const [name, slot] of slots) {
     const s = slotBytes(twin, entry, caseName, fixture, params, name, slot);
     // Every buffer may be bound as storage or uniform (a twin's `uniforms` decides).
-    const U = GPUBufferUsage;
     s.buffer = upload(device, s.bytes, U.STORAGE | U.UNIFORM | U.COPY_SRC | U.COPY_DST);
     bufs.set(name, s);
   }
+  // The passes alone in one submit; the read-backs in another. Timed by the GPU's timestamps
+  // around the compute pass where the device has timestamp-query, else from submit to done.
   device.pushErrorScope('validation');
-  const ms = await timedPasses(device, planned.passes, bufs);
-  const reads = readBack(device, bufs);
+  bindGroups(device, passes, (name) => ({ buffer: bufs.get(name).buffer }));
+  const enc = device.createCommandEncoder();
+  const stamps = device.features.has('timestamp-query') ? timestamps(device) : null;
+  const pass = enc.beginComputePass(stamps ? { timestampWrites: stamps.writes } : {});
+  dispatch(pass, passes);
+  pass.end();
+  if (stamps) stamps.resolve(enc);
+  const start = performance.now();
+  device.queue.submit([enc.finish()]);
+  await device.queue.onSubmittedWorkDone();
+  const ms = stamps ? await stamps.ms() : performance.now() - start;
+  // Read back every tensor the twin bound (not scalars, structs or scratch).
+  const copy = device.createCommandEncoder();
+  const reads = [...bufs.values()].filter((s) => !s.scalar && !s.scratch).map((s) => {
+    const staging = device.createBuffer({ size: s.buffer.size, usage: U.MAP_READ | U.COPY_DST });
+    copy.copyBufferToBuffer(s.buffer, 0, staging, 0, s.buffer.size);
+    return { s, staging };
+  });
+  device.queue.submit([copy.finish()]);
   const err = await device.popErrorScope();
   if (err) throw dawnError(err);
   const tensors = {};
@@ -126,35 +146,6 @@ export async function runCase(device, twin, entry, caseName, fixture) {
   }
   for (const s of bufs.values()) s.buffer.destroy();
   return { tensors, ms };
-}
-
-// The passes alone in one submit, bound to `bufs`: their time in ms, by the GPU's timestamps
-// around the compute pass where the device has timestamp-query, else from submit to done.
-async function timedPasses(device, passes, bufs) {
-  bindGroups(device, passes, (name) => ({ buffer: bufs.get(name).buffer }));
-  const enc = device.createCommandEncoder();
-  const stamps = device.features.has('timestamp-query') ? timestamps(device) : null;
-  const pass = enc.beginComputePass(stamps ? { timestampWrites: stamps.writes } : {});
-  dispatch(pass, passes);
-  pass.end();
-  if (stamps) stamps.resolve(enc);
-  const start = performance.now();
-  device.queue.submit([enc.finish()]);
-  await device.queue.onSubmittedWorkDone();
-  return stamps ? stamps.ms() : performance.now() - start;
-}
-
-// Copies every tensor the twin bound (not scalars, structs or scratch) into mappable buffers,
-// submitted: [{s, staging}].
-function readBack(device, bufs) {
-  const copy = device.createCommandEncoder();
-  const reads = [...bufs.values()].filter((s) => !s.scalar && !s.scratch).map((s) => {
-    const staging = device.createBuffer({ size: s.buffer.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-    copy.copyBufferToBuffer(s.buffer, 0, staging, 0, s.buffer.size);
-    return { s, staging };
-  });
-  device.queue.submit([copy.finish()]);
-  return reads;
 }
 
 // The first tensor element whose bits differ between two runs of a case, or null.
