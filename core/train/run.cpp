@@ -5,6 +5,7 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 
 #include "core/base/error.h"
 #include "core/base/memory.h"
@@ -142,19 +143,25 @@ LoopEnd run_loop(Trainer& trainer, RunLog& log, RunObserver& observer, const Loo
   const TrainConfig& train = trainer.train_config();
   KernelProfile* profiling = nullptr;  // o.profile once the first step is done
   const Dataset& data = trainer.data();
+  // The val line goes into the trace before the step's checkpoint (a resumed run's trace then
+  // holds it too); the best checkpoint is saved after the step's own, so a kill during that
+  // save leaves the step's checkpoint complete.
   auto validate_at = [&](int step) {
     trainer.model().set_profile(nullptr);  // validation's forwards are not training steps
     Validation v;
     v.step = step, v.loss = trainer.validate();
     v.bits_per_byte = bits_per_byte(v.loss, data.val.size(), data.val_bytes);
     trainer.model().set_profile(profiling);
-    if (o.saver && step > 0) v.best = o.saver->save_best(trainer, step, v.loss);
-    observer.validated(v);
     Json line = {{"type", "val"}, {"step", step}, {"val_loss", json_float(v.loss)}};
     if (std::isfinite(v.bits_per_byte)) line["val_bpb"] = json_float(float(v.bits_per_byte));
     log.write(line);
+    return v;
   };
-  if (o.validate && o.start == 0) validate_at(0);
+  const auto report = [&](Validation v) {
+    if (o.saver && v.step > 0) v.best = o.saver->save_best(trainer, v.step, v.loss);
+    observer.validated(v);
+  };
+  if (o.validate && o.start == 0) report(validate_at(0));
   LoopEnd end;
   end.done = o.start;
   // The ranks stop together, after the same step (mpirun passes a signal on to each rank).
@@ -170,10 +177,12 @@ LoopEnd run_loop(Trainer& trainer, RunLog& log, RunObserver& observer, const Loo
     log.write(step_line(line));
     if (r.skipped) handle_nonfinite(r, o, observer), ++end.skipped;
     const bool last = r.step == train.steps;
+    std::optional<Validation> validation;
     if (o.validate && (last || (train.val_every > 0 && r.step % train.val_every == 0))) {
-      validate_at(r.step);
+      validation = validate_at(r.step);
     }
     if (o.saver && o.saver->due(r.step, o.stop)) observer.saved(o.saver->save(trainer, r.step));
+    if (validation) report(*validation);
     end.done = r.step;
   }
   if (o.profile) trainer.model().set_profile(nullptr);

@@ -99,7 +99,7 @@ TEST_F(FaultTest, UnwritableOutDirectory) {
     EXPECT_NE(lines[0].find("is not writable: Read-only file system"), std::string::npos)
         << lines[0];
   }
-  EXPECT_EQ(files_in(good), std::vector<std::string>{checkpoint_file_name(4)});
+  EXPECT_EQ(files_in(good), (std::vector<std::string>{kBestDir, checkpoint_file_name(4)}));
   expect_resumes_exactly(good, trace, reference);
 }
 
@@ -122,19 +122,20 @@ TEST_F(FaultTest, DiskFullFileSizeLimit) {
                            "file-size limit", "the previous checkpoint is intact"}) {
     EXPECT_NE(lines[0].find(part), std::string::npos) << lines[0];
   }
-  EXPECT_EQ(files_in(out), (std::vector<std::string>{checkpoint_file_name(4)}));
+  EXPECT_EQ(files_in(out), (std::vector<std::string>{kBestDir, checkpoint_file_name(4)}));
   expect_resumes_exactly(out, trace, reference);
 }
 
-// The same with a real ENOSPC: the checkpoints go to a 700 KB tmpfs, which holds one (~430 KB)
-// but not the next. Runs where the test may mount (in a private mount namespace).
+// The same with a real ENOSPC: the checkpoints go to a 1100 KB tmpfs, which holds two (~430 KB
+// each: step 4's and the best, step 4's copy) but not the next. Runs where the test may mount (in a
+// private mount namespace).
 TEST_F(FaultTest, DiskFullTmpfs) {
   const std::string mnt = dir_.file("mnt");
   if (!can_mount(mnt)) GTEST_SKIP() << "cannot mount a tmpfs here (unshare -m / mount refused)";
   const std::string reference = straight(12);
   const std::string kept = dir_.file("kept"), trace = dir_.file("t.jsonl");
   fs::create_directories(kept);
-  const std::string script = "mount -t tmpfs -o size=700k tmpfs " + mnt + " && { " + REFTRAIN_BIN +
+  const std::string script = "mount -t tmpfs -o size=1100k tmpfs " + mnt + " && { " + REFTRAIN_BIN +
                              " " + run(12) + " --save-every 4 --out " + mnt + " --trace " + trace +
                              " >/dev/null 2>" + dir_.file("err") + "; echo $? >" + dir_.file("rc") +
                              "; ls -A " + mnt + " >" + dir_.file("ls") + "; cp " + mnt +
@@ -146,7 +147,9 @@ TEST_F(FaultTest, DiskFullTmpfs) {
   EXPECT_NE(lines[0].find("saving the checkpoint of step 8 failed"), std::string::npos) << lines[0];
   EXPECT_NE(lines[0].find("No space left on device: the disk is full"), std::string::npos)
       << lines[0];
-  EXPECT_EQ(read_file(dir_.file("ls")), checkpoint_file_name(4) + "\n");  // no .tmp left
+  // No .tmp left.
+  EXPECT_EQ(read_file(dir_.file("ls")),
+            std::string(kBestDir) + "\n" + checkpoint_file_name(4) + "\n");
   expect_resumes_exactly(kept + "/" + checkpoint_file_name(4), trace, reference, " --out " + kept);
 }
 
@@ -169,12 +172,12 @@ TEST_F(FaultTest, KilledBetweenWriteAndRename) {
   paused.kill();
   EXPECT_EQ(paused.wait(), 128 + SIGKILL);
   const std::string orphan = ".ckpt-00000008.safetensors.tmp";
-  EXPECT_EQ(files_in(out), (std::vector<std::string>{orphan, checkpoint_file_name(4)}));
+  EXPECT_EQ(files_in(out), (std::vector<std::string>{orphan, kBestDir, checkpoint_file_name(4)}));
   EXPECT_NO_THROW(read_safetensors(out + "/" + orphan));  // written in full, just not renamed
   EXPECT_EQ(read_checkpoint(out).meta.step, 4);
   expect_resumes_exactly(out, trace, reference);
   EXPECT_EQ(files_in(out),
-            (std::vector<std::string>{checkpoint_file_name(4), checkpoint_file_name(8),
+            (std::vector<std::string>{kBestDir, checkpoint_file_name(4), checkpoint_file_name(8),
                                       checkpoint_file_name(12)}));
 }
 
