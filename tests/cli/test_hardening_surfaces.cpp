@@ -28,15 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // A text, a small BPE tokenizer trained on it (tok_), and runs of the tiny preset on them.
-class HardeningSurfaces : public LearnableTextTest {
+class HardeningSurfaces : public TokenizedTextTest {
  protected:
-  void SetUp() override {
-    LearnableTextTest::SetUp();
-    tok_ = dir_.file("tok.json");
-    const CommandResult r =
-        run_reftrain("tokenizer train --data " + text_ + " --vocab-size 300 --out " + tok_);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
   // `train --preset tiny --steps STEPS` on the text with `args`.
   SplitResult train(const std::string& args, int steps = 1) {
     return run_split("train --preset tiny --threads 1 --steps " + std::to_string(steps) +
@@ -51,7 +44,6 @@ class HardeningSurfaces : public LearnableTextTest {
     const CommandResult e = run_reftrain("export --ckpt " + ck + " --format hf --out " + hf);
     ASSERT_EQ(e.exit_code, 0) << e.output;
   }
-  std::string tok_;
 };
 
 // Item 1: the cache's name is predictable, so a link there led the ids into another file.

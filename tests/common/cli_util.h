@@ -128,6 +128,19 @@ class LearnableTextTest : public ::testing::Test {
   std::string text_;
 };
 
+// The learnable text and a small BPE tokenizer trained on it by the CLI (tok_).
+class TokenizedTextTest : public LearnableTextTest {
+ protected:
+  void SetUp() override {
+    LearnableTextTest::SetUp();
+    tok_ = dir_.file("tok.json");
+    const CommandResult r =
+        run_reftrain("tokenizer train --data " + text_ + " --vocab-size 300 --out " + tok_);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  std::string tok_;
+};
+
 // Every file name in `dir`, sorted; hidden ones too, so a stray temporary file shows.
 inline std::vector<std::string> files_in(const std::string& dir) {
   std::vector<std::string> names;

@@ -21,21 +21,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TokenizedTraining : public LearnableTextTest {
+class TokenizedTraining : public TokenizedTextTest {
  protected:
-  void SetUp() override {
-    LearnableTextTest::SetUp();
-    tok_ = dir_.file("tok.json");
-    const CommandResult r =
-        run_reftrain("tokenizer train --data " + text_ + " --vocab-size 300 --out " + tok_);
-    ASSERT_EQ(r.exit_code, 0) << r.output;
-  }
   // `train --preset tiny --steps STEPS` on the text with the tokenizer; ARGS appended.
   CommandResult train(const std::string& args, int steps = 4) {
     return run_reftrain("train --preset tiny --steps " + std::to_string(steps) + " --data " +
                         text_ + " --tokenizer " + tok_ + " " + args);
   }
-  std::string tok_;
 };
 
 TEST_F(TokenizedTraining, TrainsSamplesAndResumesWithItsTokenizer) {

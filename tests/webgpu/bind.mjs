@@ -225,7 +225,7 @@ export function pipelineFor(device, src, entryPoint, kinds) {
 // A WebGPU error in one line, with the registry name and kernel binding behind each @binding it
 // mentions (Dawn names bindings only by number; every binding of every pass when it mentions
 // none).
-export function explainError(kernel, passes, slots, message) {
+export function explainError(passes, slots, message) {
   const what = (p, i) => {
     const n = p.names[i];
     const s = slots.get(n);

@@ -123,10 +123,9 @@ export async function main(argv, openDevice) {
   console.log(`device: ${description}${f16 ? '' : ' (no shader-f16)'}`);
   console.log(table(rows));
   if (a.json) {
-    const slim = rows.map(({ tensors, ...r }) => ({ ...r, tensors: tensors?.map((t) => ({ ...t })) }));
     writeFileSync(a.json, `${JSON.stringify({ format: 'reftrain-webgpu-kernels', device: description, f16, fixtures: resolve(a.dir),
                                               registry: a.registry ?? `reftrain (linear ${a.linear}, attention ${a.attention})`,
-                                              repeat: a.repeat, rows: slim }, null, 1)}\n`);
+                                              repeat: a.repeat, rows }, null, 1)}\n`);
   }
   device.destroy();
   return rows.some((r) => r.verdict === 'FAIL') ? 1 : 0;

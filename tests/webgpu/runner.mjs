@@ -101,7 +101,7 @@ export async function runCase(device, twin, entry, caseName, fixture) {
   }
   const perr = await device.popErrorScope();
   if (thrown) throw thrown;
-  const dawnError = (e) => new Error(`${entry.name}/${caseName}: ${explainError(entry, planned.passes, planned.slots, e.message)}`);
+  const dawnError = (e) => new Error(`${entry.name}/${caseName}: ${explainError(planned.passes, planned.slots, e.message)}`);
   if (perr) throw dawnError(perr);
   const { slots, passes } = planned;
   const U = GPUBufferUsage;
