@@ -244,14 +244,14 @@ void report_exchange(Trainer& trainer, int steps, double seconds) {
 }
 
 // The sample that ends a run: 256 tokens after <|endoftext|> (or a newline: default_prompt),
-// from the nucleus of 0.9 (the first text a user reads: the tail of unlikely tokens is what
-// reads as gibberish; bench/RESULTS.md, "Issue 31", counts its words).
+// at sample's default temperature, from the nucleus of 0.9 (the first text a user reads: the tail
+// of unlikely tokens is what reads as gibberish; bench/RESULTS.md, "Issue 31", counts its words).
 void print_sample(Trainer& trainer) {
   const std::shared_ptr<const Tokenizer>& tokenizer = trainer.data().tokenizer;
   const int32_t prompt = default_prompt(tokenizer.get(), trainer.model().config().vocab);
   std::printf("\nsample:\n%s", tokenizer ? "" : "(token ids; pass --tokenizer to read them)");
-  SampleOptions options{256, 1.0f, 0, trainer.train_config().seed};
-  options.top_p = 0.9f;
+  SampleOptions options;
+  options.tokens = 256, options.seed = trainer.train_config().seed, options.top_p = 0.9f;
   try {
     trainer.sample({prompt}, options, token_printer(tokenizer, false));
   } catch (const UserError& e) {

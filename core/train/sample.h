@@ -40,9 +40,11 @@
 namespace reftrain {
 
 struct SampleOptions {
-  int tokens = 256;          // how many to generate
-  float temperature = 1.0f;  // ≥ 0; 0 = greedy
-  int top_k = 0;             // 0 = every token of the vocabulary
+  int tokens = 256;  // how many to generate
+  // ≥ 0; 0 = greedy. 0.8 by default: at 1.0 the laptop run's samples were 77 % corpus words,
+  // at 0.8 87 % (bench/RESULTS.md, issue 31); the same default as nanoGPT's sample.py.
+  float temperature = 0.8f;
+  int top_k = 0;  // 0 = every token of the vocabulary
   uint64_t seed = 0;
   bool kv_cache = true;            // false: the recompute path, a forward over the window per token
   float top_p = 1.0f;              // in (0, 1]; 1 = no nucleus cut
