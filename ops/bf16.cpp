@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "ops/kernel_record.h"
 #include "simd/bf16.h"
 
 namespace reftrain {
