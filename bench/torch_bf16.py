@@ -1,0 +1,51 @@
+"""PyTorch's CPU bf16 autocast on the linear shapes of bench/bench_bf16.cpp: one layer's forward
+and backward (input and weight fp32, autocast casting them to bf16 as a training step does; the
+backward computes the input and weight gradients), the median of 7 runs after 2 warm-ups, and the
+same in fp32.
+
+Usage: python3 bench/torch_bf16.py THREADS...
+"""
+import statistics
+import sys
+import time
+
+import torch
+
+SHAPES = [("baby_qkv", 2048, 384, 1152), ("baby_fc", 2048, 384, 1536),
+          ("baby_fcproj", 2048, 1536, 384), ("gpt2_qkv", 4096, 768, 2304),
+          ("gpt2_fc", 4096, 768, 3072), ("gpt2_fcproj", 4096, 3072, 768)]
+
+
+def layer_ms(x, w, b, dout, autocast):
+    def step():
+        x.grad = w.grad = b.grad = None
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = torch.nn.functional.linear(x, w, b)
+        y.backward(dout.to(y.dtype))
+    for _ in range(2):
+        step()
+    t = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        step()
+        t.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(t)
+
+
+def main():
+    print(f"torch {torch.__version__}")
+    for threads in [int(a) for a in sys.argv[1:]] or [torch.get_num_threads()]:
+        torch.set_num_threads(threads)
+        for name, n, k, o in SHAPES:
+            g = torch.Generator().manual_seed(1)
+            x = torch.randn(n, k, generator=g, requires_grad=True)
+            w = torch.randn(o, k, generator=g, requires_grad=True)
+            b = torch.randn(o, generator=g, requires_grad=True)
+            dout = torch.randn(n, o, generator=g)
+            f32 = layer_ms(x, w, b, dout, False)
+            bf = layer_ms(x, w, b, dout, True)
+            print(f"{name:14s} threads {threads:2d}  torch fp32 {f32:8.2f} ms  torch autocast bf16 {bf:8.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

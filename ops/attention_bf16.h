@@ -1,0 +1,31 @@
+// Causal self-attention with its four products in bf16 (the canonical order, ops/matmul_bf16.h)
+// and its softmax in f32: what `--precision bf16` runs, the split PyTorch's CPU autocast makes
+// (scaled-dot-product attention's matmuls in bf16, softmax in f32). Per (b, h), with Q, K, V the
+// head's rows of qkv16 [T, hs] and scale = 1/√hs:
+//   forward:  S = Q·Kᵀ (bf16 product, f32 result);  s = S·scale;  p = softmax over u ≤ t (f32,
+//             attention_forward's arithmetic), 0 for u > t;  P = bf16(p);  out = P·V
+//   backward: dP = dOut·Vᵀ;  D_t = Σ_u p·dP (ascending u);  ds = p·(dP − D_t)·scale (f32);
+//             dS = bf16(ds);  dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut
+// The products over keys run over all T positions (K = T, the masked p being exact zeros), so a
+// row's sum has one fixed length and blocking whatever the row. The probabilities are
+// materialised ([B,NH,T,T] in f32 for the backward and in bf16 for the product).
+// Every product goes through the MatmulBf16 passed in: Bf16Path::kReference is the reference,
+// the fast paths give the same bits (tests/ops/test_bf16.cpp).
+#pragma once
+
+#include "ops/bf16.h"
+#include "ops/matmul_bf16.h"
+
+namespace reftrain {
+
+// qkv16 [B,T,3C] bf16; out [B,T,C] f32; att [B,NH,T,T] f32 and att16 (its bf16 copy) written.
+void attention_forward_bf16(MatmulBf16& mm, float* out, float* att, bf16* att16, const bf16* qkv16,
+                            int B, int Tn, int C, int NH);
+
+// Accumulates (+=) into dqkv [B,T,3C] f32. dout16 [B,T,C] is the output gradient rounded to
+// bf16; dp [T,T] f32 and ds16 [T,T] bf16 are scratch.
+void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16, const bf16* dout16,
+                             const bf16* qkv16, const float* att, const bf16* att16, int B, int Tn,
+                             int C, int NH);
+
+}  // namespace reftrain

@@ -1,0 +1,146 @@
+#include "ops/bf16.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "simd/bf16.h"
+
+namespace reftrain {
+
+namespace {
+
+uint32_t bits_of(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+float float_of(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+constexpr uint16_t kBf16QuietNaN = 0x7FC0;
+constexpr float kMinNormal = 0x1p-126f;
+// Half an ulp below 2^-126 at 24 bits: an exact result at or above it rounds (unbounded
+// exponent) up to 2^-126 and is kept; below it, it is tiny and flushed.
+constexpr double kTinyBound = 0x1p-126 - 0x1p-151;
+
+// Elements per OpenMP block: a multiple of every ISA's lane count.
+constexpr size_t kBlock = 4096;
+
+}  // namespace
+
+// Adding 0x7FFF plus the lowest kept bit, then dropping 16 bits, rounds to nearest with ties to
+// even: below half an ulp nothing carries, above it one does, and at exactly half the carry
+// happens only when the kept part is odd. A carry out of the mantissa bumps the exponent, which
+// is the correct rounding too (up to 0x7F80, +Inf).
+bf16 f32_to_bf16(float x) {
+  const uint32_t u = bits_of(x);
+  if ((u & 0x7FFFFFFF) > 0x7F800000) return bf16{kBf16QuietNaN};
+  const uint32_t r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16;
+  if ((r & 0x7F80) == 0) return bf16{uint16_t(r & 0x8000)};  // subnormal after rounding: ±0
+  return bf16{uint16_t(r)};
+}
+
+float bf16_to_f32(bf16 x) {
+  return float_of(uint32_t(x.bits) << 16);
+}
+
+void cast_f32_to_bf16(bf16* dst, const float* src, size_t n) {
+  const size_t nblocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f32_to_bf16(src[i]);
+  }
+}
+
+void cast_bf16_to_f32(float* dst, const bf16* src, size_t n) {
+  const size_t nblocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = bf16_to_f32(src[i]);
+  }
+}
+
+namespace {
+
+// dst[i] = lanes(src[i]) for i < n, threaded over blocks; a block's last < kBf16Lanes elements
+// go through the same lanes on a zero-padded copy.
+template <typename To, typename From, typename Lanes>
+void cast_blocks(To* dst, const From* src, size_t n, Lanes lanes) {
+  constexpr size_t L = simd::kBf16Lanes;
+  const size_t nblocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
+    size_t i = blk * kBlock;
+    for (; i + L <= end; i += L) lanes(dst + i, src + i);
+    if (i < end) {
+      From in[L] = {};
+      To out[L];
+      std::memcpy(in, src + i, (end - i) * sizeof(From));
+      lanes(out, in);
+      std::memcpy(dst + i, out, (end - i) * sizeof(To));
+    }
+  }
+}
+
+}  // namespace
+
+void cast_f32_to_bf16_fast(bf16* dst, const float* src, size_t n) {
+  cast_blocks(dst, src, n, simd::narrow_bf16_lanes);
+}
+
+void cast_bf16_to_f32_fast(float* dst, const bf16* src, size_t n) {
+  cast_blocks(dst, src, n, simd::widen_bf16_lanes);
+}
+
+// ---- the canonical product's arithmetic ------------------------------------------------
+
+float flush_subnormal(float x) {
+  return std::fabs(x) < kMinNormal ? std::copysign(0.0f, x) : x;
+}
+
+// std::fma rounds with gradual underflow; the hardware decides tininess on the result rounded
+// with an unbounded exponent. The two disagree only when std::fma gives exactly ±2^-126: then the
+// exact value may lie in [2^-126 - 2^-150, 2^-126 - 2^-151), tiny for the hardware. a·b has at
+// most 16 significant bits (two bf16), so in double a·b is exact and a·b + c is within 2^-179 of
+// the exact sum, whose distance from the bound is 0 or at least 2^-167: the comparison is exact.
+float fma_flush(float a, float b, float c) {
+  a = flush_subnormal(a), b = flush_subnormal(b), c = flush_subnormal(c);
+  const float r = std::fma(a, b, c);
+  if (std::fabs(r) > kMinNormal) return r;
+  if (std::fabs(r) == kMinNormal && std::fabs(double(a) * double(b) + double(c)) >= kTinyBound) {
+    return r;
+  }
+  return std::copysign(0.0f, r);
+}
+
+// The sum of two f32 below 2^-126 is exact (both are multiples of 2^-149), so the rounded
+// result is tiny exactly when the exact one is.
+float add_flush(float a, float b) {
+  return flush_subnormal(flush_subnormal(a) + flush_subnormal(b));
+}
+
+// Blocks of 32 (the last padded with zeros, which the padding's FMAs see: fma(0, 0, -0) is +0);
+// per block an even chain and an odd chain from +0, then c = c + (even + odd).
+float dot_bf16_canonical(float c0, const bf16* a, size_t as, const bf16* b, size_t bs, int K) {
+  auto at = [&](const bf16* x, size_t stride, int k) {
+    return k < K ? bf16_to_f32(x[size_t(k) * stride]) : 0.0f;
+  };
+  float c = flush_subnormal(c0);
+  for (int k0 = 0; k0 < K; k0 += 32) {
+    float even = 0.0f, odd = 0.0f;
+    for (int k = k0; k < k0 + 32; k += 2) {
+      even = fma_flush(at(a, as, k), at(b, bs, k), even);
+      odd = fma_flush(at(a, as, k + 1), at(b, bs, k + 1), odd);
+    }
+    c = add_flush(c, add_flush(even, odd));
+  }
+  return c;
+}
+
+}  // namespace reftrain

@@ -1,0 +1,83 @@
+// The bf16 matmul family: C (+)= op(A)·op(B) with A and B in bf16 and C in f32, in one fixed
+// order, the canonical bf16 product, so that every ISA (AMX, AVX512_BF16, AVX2, AVX-512F, NEON)
+// and a WGSL twin give the same bits. The same GEMM serves the three products of a linear layer
+// (ops/linear.h's layouts) and the attention's (ops/attention_bf16.h).
+//
+//   C[i,j] = init, then for each block of 32 k (the last padded with zeros):
+//              E = +0; E = fma(A[i,k], B[k,j], E) for the block's even k, ascending
+//              O = +0; O = fma(A[i,k], B[k,j], O) for the block's odd k, ascending
+//              C = C + (E + O)
+//   init = accumulate ? C[i,j] : (bias ? bias[j] : +0)
+//   Every FMA and add reads subnormal inputs as zero and flushes subnormal results to ±0 after
+//   rounding to nearest even (ops/bf16.h: fma_flush, add_flush); init is flushed likewise.
+//
+// Why this order: it is what AMX's TDPBF16PS computes per 32-wide block (Intel SDM; the simpler
+// order of the Intrinsics Guide does not match the hardware), so AMX runs it at full rate, and
+// VDPBF16PS (two FMAs per 32-bit pair, the high half first, flushing built in) reproduces it when
+// each pair holds two steps of one chain (simd/dot_bf16.h: the pair packing); plain FMAs under
+// FTZ|DAZ reproduce it anywhere. One output is one chain of blocks: the work is split over M×N
+// only, never over K, so no thread count changes a bit. ARM's BFDOT/BFMMLA round differently
+// (round-to-odd, a fused pair sum): they cannot run it. AArch64's flush decides tininess before
+// rounding: an exact result in [2^-126 - 2^-151, 2^-126) becomes 0 there instead of 2^-126.
+//
+// Paths (Bf16Path): reference (gemm_bf16_reference, ops/bf16.h's scalar dot, one output at a
+// time, the teaching version); emulated, dpbf16, amx (MatmulBf16: both operands packed once per
+// call into shared panels, then MR×NR tiles over the threads). Tests hold all of them
+// bit-identical at any thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops/bf16.h"
+#include "ops/matmul.h"
+#include "simd/aligned_buffer.h"
+
+namespace reftrain {
+
+// One product; A(i,p) = a[i·lda + p] (kNo) or a[p·lda + i] (kYes), B(p,j) = b[p·ldb + j] (kNo)
+// or b[j·ldb + p] (kYes), as in ops/matmul.h.
+struct GemmBf16 {
+  int M = 0, N = 0, K = 0;
+  const bf16* a = nullptr;
+  Trans ta = Trans::kNo;
+  size_t lda = 0;
+  const bf16* b = nullptr;
+  Trans tb = Trans::kNo;
+  size_t ldb = 0;
+  float* c = nullptr;
+  size_t ldc = 0;
+  bool accumulate = false;
+  const float* bias = nullptr;  // [N], the initial value when not accumulating; may be null
+};
+
+enum class Bf16Path { kReference, kEmulated, kDpbf16, kAmx };
+const char* bf16_path_name(Bf16Path p);
+// Whether this build and CPU run the path (amx: compiled in and granted by the kernel).
+bool bf16_path_available(Bf16Path p);
+// The fastest available: amx, dpbf16, then emulated.
+Bf16Path bf16_best_path();
+
+// The reference: every output on its own, dot_bf16_canonical, parallel over rows of C.
+void gemm_bf16_reference(const GemmBf16& g, int threads);
+
+// A fast path with its workspace (the packed panels), which grows to the largest product run
+// and is reused; threads ≤ 0 means omp_get_max_threads(). kReference runs the reference.
+class MatmulBf16 {
+ public:
+  explicit MatmulBf16(Bf16Path path = bf16_best_path(), int threads = 0);
+  Bf16Path path() const { return path_; }
+  int threads() const { return threads_; }
+  void run(const GemmBf16& g);
+
+ private:
+  void run_pairs(const GemmBf16& g);
+  void run_amx(const GemmBf16& g);
+  Bf16Path path_;
+  int threads_;
+  AlignedBuffer<uint32_t> pa_, pb_;  // packed A and B (AMX: bf16 pairs in the words)
+  AlignedBuffer<float> tiles_;       // per-thread C tiles
+};
+
+}  // namespace reftrain

@@ -1,0 +1,229 @@
+// The register and tile kernels of the canonical bf16 product (ops/matmul_bf16.h states the
+// order; here is only how each ISA runs it). Three ways, one set of bits:
+//
+//   emulated  plain f32 FMAs under FlushDenormals (simd/bf16.h): AVX2, AVX-512F, NEON (xsimd);
+//   dpbf16    AVX512_BF16's VDPBF16PS: per 32-bit lane, acc += a.hi·b.hi, then acc += a.lo·b.lo,
+//             each an FMA with denormals read as zero and flushed after rounding (the mode is
+//             built in); compiled where the build has __AVX512BF16__;
+//   amx       AMX's TDPBF16PS on 16×16 f32 tiles, compiled where the build has __AMX_BF16__ and
+//             run where Linux grants the tile state (amx_available()).
+//
+// The canonical order per output, K in blocks of 32: E = chain of FMAs over the block's even k
+// ascending from +0, O likewise over the odd k, then C = C + (E + O). TDPBF16PS does exactly that
+// over one 32-wide block of a row (its A tile row is 64 bytes). The other two read "pair-packed"
+// operands: each 32-bit word holds two same-parity elements of one chain, the earlier k in the
+// high half (VDPBF16PS multiplies the high half first), so one word is two consecutive steps of a
+// chain. Per block of 32, 16 words: words 0..7 the even chain (k, k+2) for k = 0, 4, .., 28, words
+// 8..15 the odd chain (k+1, k+3). The emulation splits a word into its two f32 values (the high
+// half masked, the low half shifted up: exact) and does the two FMAs in that order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "simd/bf16.h"
+#include "simd/simd.h"
+
+#if defined(__AMX_BF16__) && defined(__AMX_TILE__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace reftrain::simd::bf16dot {
+
+constexpr int kBlock = 32;          // K per block: one AMX tile row of bf16
+constexpr int kWordsPerBlock = 16;  // pair-packed words per block and row (8 even, 8 odd)
+
+// The pair-packed register tile: MR rows × NV vectors of W lanes (NR = NV·W columns). AVX-512:
+// 4×2 (16 chains of E and O, 8 B vectors, the broadcasts: 28 of 32 zmm); AVX2: 4×1 (8 chains in
+// 16 ymm); NEON: 4×2 (32 registers of 4 lanes).
+constexpr int kPairMR = 4;
+#if defined(__AVX512F__) || defined(__aarch64__)
+constexpr int kPairNV = 2;
+#else
+constexpr int kPairNV = 1;
+#endif
+constexpr int kPairNR = kPairNV * int(Batch<float>::size);
+
+// A word's two values as f32 (each bf16 widened: exact).
+inline float high_of(uint32_t w) {
+  const uint32_t u = w & 0xFFFF0000u;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+inline float low_of(uint32_t w) {
+  const uint32_t u = w << 16;
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// (GCC 12's false (maybe-)uninitialized warning on the AVX-512 shifts: see simd/bf16.h.)
+#pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+// c (an MR×NR tile, row stride NR) = the canonical product over `blocks` blocks, added to c.
+// a: MR rows of pair-packed words, row stride `as` words; b: the panel, per block 16 rows of NR
+// words. Must run under FlushDenormals.
+template <int MR, int NV>
+inline void pair_tile_emulated(float* c, const uint32_t* a, size_t as, const uint32_t* b,
+                               int blocks) {
+  using V = Batch<float>;
+  constexpr int W = int(V::size), NR = NV * W;
+  const U32 hi_mask(0xFFFF0000u);
+  for (int blk = 0; blk < blocks; ++blk) {
+    const uint32_t* ab = a + size_t(blk) * kWordsPerBlock;
+    const uint32_t* bb = b + size_t(blk) * kWordsPerBlock * NR;
+    V e[MR][NV], o[MR][NV];
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < NV; ++v) e[i][v] = o[i][v] = V(0.0f);
+    }
+    for (int r = 0; r < 8; ++r) {
+      V eh[NV], el[NV], oh[NV], ol[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const U32 we = U32::load_aligned(bb + r * NR + v * W);
+        const U32 wo = U32::load_aligned(bb + (r + 8) * NR + v * W);
+        eh[v] = xsimd::bitwise_cast<V>(we & hi_mask), el[v] = xsimd::bitwise_cast<V>(we << 16);
+        oh[v] = xsimd::bitwise_cast<V>(wo & hi_mask), ol[v] = xsimd::bitwise_cast<V>(wo << 16);
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const uint32_t ae = ab[i * as + r], ao = ab[i * as + r + 8];
+        const V aeh(high_of(ae)), ael(low_of(ae)), aoh(high_of(ao)), aol(low_of(ao));
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          e[i][v] = simd::fma(aeh, eh[v], e[i][v]);
+          o[i][v] = simd::fma(aoh, oh[v], o[i][v]);
+          e[i][v] = simd::fma(ael, el[v], e[i][v]);
+          o[i][v] = simd::fma(aol, ol[v], o[i][v]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < NV; ++v) {
+        const V cv = V::load_aligned(c + i * NR + v * W);
+        (cv + (e[i][v] + o[i][v])).store_aligned(c + i * NR + v * W);
+      }
+    }
+  }
+}
+
+#pragma GCC diagnostic pop
+
+#if defined(__AVX512BF16__)
+constexpr bool kHaveDpbf16 = true;
+static_assert(kPairNR == 32, "the dpbf16 tile reads the AVX-512 pair packing");
+
+// The same tile through VDPBF16PS: one instruction per word and chain. The adds into c still
+// need FlushDenormals (plain vaddps).
+inline void pair_tile_dpbf16(float* c, const uint32_t* a, size_t as, const uint32_t* b,
+                             int blocks) {
+  constexpr int MR = 4, NV = 2, NR = 32;
+  for (int blk = 0; blk < blocks; ++blk) {
+    const uint32_t* ab = a + size_t(blk) * kWordsPerBlock;
+    const uint32_t* bb = b + size_t(blk) * kWordsPerBlock * NR;
+    __m512 e[MR][NV], o[MR][NV];
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < NV; ++v) e[i][v] = o[i][v] = _mm512_setzero_ps();
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      __m512bh we[NV], wo[NV];
+      for (int v = 0; v < NV; ++v) {
+        we[v] = (__m512bh)_mm512_load_si512(bb + r * NR + v * 16);
+        wo[v] = (__m512bh)_mm512_load_si512(bb + (r + 8) * NR + v * 16);
+      }
+      for (int i = 0; i < MR; ++i) {
+        const __m512bh ae = (__m512bh)_mm512_set1_epi32(int(ab[i * as + r]));
+        const __m512bh ao = (__m512bh)_mm512_set1_epi32(int(ab[i * as + r + 8]));
+        for (int v = 0; v < NV; ++v) {
+          e[i][v] = _mm512_dpbf16_ps(e[i][v], ae, we[v]);
+          o[i][v] = _mm512_dpbf16_ps(o[i][v], ao, wo[v]);
+        }
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      for (int v = 0; v < NV; ++v) {
+        float* cp = c + i * NR + v * 16;
+        _mm512_store_ps(cp, _mm512_add_ps(_mm512_load_ps(cp), _mm512_add_ps(e[i][v], o[i][v])));
+      }
+    }
+  }
+}
+#else
+constexpr bool kHaveDpbf16 = false;
+inline void pair_tile_dpbf16(float*, const uint32_t*, size_t, const uint32_t*, int) {}
+#endif
+
+// ---- AMX ------------------------------------------------------------------------------------
+// Operands: A row-major bf16, rows padded to 32 and K to whole blocks (row stride lda elements);
+// B in AMX's pair layout per 16-column panel: for each block, 16 rows (k pairs 2r, 2r+1) of 16
+// columns × 2 bf16 (1 KiB per block). One call computes a 32×32 block of C as 2×2 tiles (tmm0-3),
+// A in tmm4-5, B in tmm6-7.
+constexpr int kAmxRows = 32, kAmxCols = 32;
+
+#if defined(__AMX_BF16__) && defined(__AMX_TILE__)
+constexpr bool kHaveAmx = true;
+
+// Linux keeps the 8 KiB tile state off until a process asks (ARCH_REQ_XCOMP_PERM for
+// XFEATURE_XTILEDATA); a kernel without AMX support refuses, and the caller falls back.
+inline bool amx_available() {
+  static const bool granted =
+      syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+  return granted;
+}
+
+// Each thread loads the configuration before its first tile instruction.
+inline void amx_configure() {
+  alignas(64) unsigned char cfg[64] = {};
+  cfg[0] = 1;  // palette 1
+  for (int t = 0; t < 8; ++t) {
+    cfg[16 + 2 * t] = 64;  // colsb: 16 f32 (C), 32 bf16 (A), 16 pairs (B)
+    cfg[48 + t] = 16;      // rows
+  }
+  _tile_loadconfig(cfg);
+}
+inline void amx_release() {
+  _tile_release();
+}
+
+// c: a 32×32 f32 block (row stride 32), updated in place. a: the block's first row (stride lda
+// elements); b0, b1: two 16-column panels.
+inline void amx_block(float* c, const bf16* a, size_t lda, const bf16* b0, const bf16* b1,
+                      int blocks) {
+  const size_t sa = lda * sizeof(bf16);
+  _tile_loadd(0, c, 128);
+  _tile_loadd(1, c + 16, 128);
+  _tile_loadd(2, c + 16 * 32, 128);
+  _tile_loadd(3, c + 16 * 32 + 16, 128);
+  for (int blk = 0; blk < blocks; ++blk) {
+    _tile_loadd(4, a + blk * kBlock, sa);
+    _tile_loadd(5, a + 16 * lda + blk * kBlock, sa);
+    _tile_loadd(6, b0 + size_t(blk) * 512, 64);
+    _tile_loadd(7, b1 + size_t(blk) * 512, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  _tile_stored(0, c, 128);
+  _tile_stored(1, c + 16, 128);
+  _tile_stored(2, c + 16 * 32, 128);
+  _tile_stored(3, c + 16 * 32 + 16, 128);
+}
+#else
+constexpr bool kHaveAmx = false;
+inline bool amx_available() {
+  return false;
+}
+inline void amx_configure() {}
+inline void amx_release() {}
+inline void amx_block(float*, const bf16*, size_t, const bf16*, const bf16*, int) {}
+#endif
+
+}  // namespace reftrain::simd::bf16dot

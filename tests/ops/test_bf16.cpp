@@ -1,0 +1,274 @@
+// bf16 (ops/bf16.h, ops/matmul_bf16.h): the conversions against a reference written here by value
+// (double arithmetic, not bit fields), the canonical product's flush rule against values measured
+// on x86 hardware, and every fast product path (emulated FMAs, VDPBF16PS, AMX: those this build
+// and CPU have) bit for bit against the scalar reference at 1, 2, 3 and 16 threads, on edge
+// shapes, every transpose, and inputs made to underflow. The PyTorch oracle of the same order is
+// test_bf16_oracle.cpp.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/attention.h"
+#include "ops/attention_bf16.h"
+#include "ops/bf16.h"
+#include "ops/matmul_bf16.h"
+
+namespace reftrain {
+namespace {
+
+uint32_t bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float x;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// f32 -> bf16 by value: NaN -> 0x7FC0; otherwise x rounded to bf16's grid with nearbyint (the
+// default round-to-nearest-even mode): 8 significant bits read off frexp, or multiples of 2^-133
+// below 2^-126 (bf16's subnormal spacing: the rounding is that of the format, as PyTorch's), then
+// |result| < 2^-126 -> ±0. Exponents past 127 give ±Inf.
+uint16_t ref_to_bf16(float x) {
+  if (std::isnan(x)) return 0x7FC0;
+  const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  if (std::isinf(x) || x == 0) return uint16_t(bits(x) >> 16);
+  const double a = std::fabs(double(x));
+  int e;
+  const double m = std::frexp(a, &e);  // a = m·2^e, m in [0.5, 1)
+  const double r = a < std::ldexp(1.0, -126) ? std::ldexp(std::nearbyint(std::ldexp(a, 133)), -133)
+                                             : std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
+  if (r < std::ldexp(1.0, -126)) return sign;
+  if (r >= std::ldexp(1.0, 128)) return sign | 0x7F80;
+  return uint16_t(bits(float(r)) >> 16) | sign;
+}
+
+// Every upper half with low halves around the rounding points: 0, 1, just under/at/over half,
+// all ones; plus the f32 subnormals' band and NaNs.
+std::vector<float> conversion_cases() {
+  std::vector<float> v;
+  for (uint32_t hi = 0; hi < 0x10000; ++hi) {
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+      v.push_back(from_bits(hi << 16 | lo));
+    }
+  }
+  return v;
+}
+
+TEST(Bf16Cast, ReferenceMatchesRoundingByValue) {
+  for (float x : conversion_cases()) {
+    ASSERT_EQ(f32_to_bf16(x).bits, ref_to_bf16(x)) << "x bits 0x" << std::hex << bits(x);
+  }
+  EXPECT_EQ(f32_to_bf16(3.4028235e38f).bits, 0x7F80);          // rounds up past the largest bf16
+  EXPECT_EQ(f32_to_bf16(from_bits(0x007FFFFF)).bits, 0x0080);  // rounds up to 2^-126: kept
+  EXPECT_EQ(f32_to_bf16(from_bits(0x007F8000)).bits, 0x0080);  // a tie, to even: 2^-126
+  EXPECT_EQ(f32_to_bf16(from_bits(0x807F7FFF)).bits, 0x8000);  // stays subnormal: -0
+  EXPECT_EQ(f32_to_bf16(from_bits(0xFFC12345)).bits, 0x7FC0);  // NaN: one quiet NaN
+}
+
+TEST(Bf16Cast, FastEqualsReferenceAndWideningIsExact) {
+  const std::vector<float> x = conversion_cases();
+  for (size_t n : {size_t(0), size_t(1), size_t(7), size_t(33), size_t(4097), x.size()}) {
+    std::vector<bf16> ref(n), fast(n);
+    cast_f32_to_bf16(ref.data(), x.data(), n);
+    cast_f32_to_bf16_fast(fast.data(), x.data(), n);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(ref[i].bits, fast[i].bits) << "n " << n << " i " << i;
+    std::vector<float> back_ref(n), back_fast(n);
+    cast_bf16_to_f32(back_ref.data(), ref.data(), n);
+    cast_bf16_to_f32_fast(back_fast.data(), ref.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(bits(back_ref[i]), uint32_t(ref[i].bits) << 16);
+      ASSERT_EQ(bits(back_fast[i]), uint32_t(ref[i].bits) << 16);
+    }
+  }
+}
+
+// Values measured with VFMADD under MXCSR FTZ|DAZ on x86 (AMD Zen 4), the rule AMX and VDPBF16PS
+// apply: tininess is decided after rounding to 24 bits with an unbounded exponent.
+TEST(Bf16Product, FlushRuleMatchesMeasuredX86) {
+  const float min_normal = 0x1p-126f;
+  // Exactly 2^-126 - 2^-150: std::fma rounds it up to 2^-126 (gradual underflow), the hardware
+  // rounds it to 2^-126 - 2^-150 (24 bits), which is tiny: 0.
+  EXPECT_EQ(bits(fma_flush(1.0f - 0x1p-8f, 0x1p-126f, 0x1p-126f * 0x1p-16f * 0 + 0.0f)), 0u)
+      << "a product exactly representable as a subnormal";
+  EXPECT_EQ(bits(fma_flush(0x1p-52f, -0x1p-100f, min_normal)), bits(min_normal));  // -2^-152
+  EXPECT_EQ(bits(fma_flush(0x1p-52f, -0x1p-98f, min_normal)), 0u);     // exact 2^-126 - 2^-150
+  EXPECT_EQ(bits(fma_flush(-0x1p-70f, 0x1p-70f, 0.0f)), 0x80000000u);  // -tiny: -0
+  EXPECT_EQ(bits(add_flush(0x1.8p-126f, -0x1p-126f)), 0u);             // an exact subnormal sum: 0
+  EXPECT_EQ(bits(add_flush(0x1p-130f, 1.0f)), bits(1.0f));    // a subnormal input reads as 0
+  EXPECT_EQ(bits(fma_flush(0x1p-127f, 0x1p100f, 0.0f)), 0u);  // a subnormal factor reads as 0
+}
+
+// The canonical order, spelled out differently from dot_bf16_canonical: all even terms of a
+// block, then all odd ones, then the block's sum into c.
+TEST(Bf16Product, CanonicalDotIsTheBlockedTwoChainOrder) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd;
+  for (int K : {1, 2, 31, 32, 33, 64, 100}) {
+    std::vector<bf16> a(K), b(K);
+    for (int k = 0; k < K; ++k) a[k] = f32_to_bf16(nd(rng)), b[k] = f32_to_bf16(nd(rng));
+    float c = 0.25f;
+    for (int k0 = 0; k0 < K; k0 += 32) {
+      float e = 0, o = 0;
+      for (int k = k0; k < k0 + 32; k += 2) {
+        e = fma_flush(k < K ? bf16_to_f32(a[k]) : 0.0f, k < K ? bf16_to_f32(b[k]) : 0.0f, e);
+      }
+      for (int k = k0 + 1; k < k0 + 32; k += 2) {
+        o = fma_flush(k < K ? bf16_to_f32(a[k]) : 0.0f, k < K ? bf16_to_f32(b[k]) : 0.0f, o);
+      }
+      c = add_flush(c, add_flush(e, o));
+    }
+    EXPECT_EQ(bits(dot_bf16_canonical(0.25f, a.data(), 1, b.data(), 1, K)), bits(c)) << "K " << K;
+  }
+}
+
+// Random bf16 values with a share of specials: exact zeros of both signs, bf16 subnormals, and
+// magnitudes near 2^-63 whose products land at the flush boundary.
+std::vector<bf16> random_bf16(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  std::uniform_int_distribution<int> pick(0, 19);
+  std::vector<bf16> v(n);
+  for (bf16& x : v) {
+    const int p = pick(rng);
+    float f = nd(rng);
+    if (p == 0) f = 0.0f * f;
+    if (p == 1) f = std::ldexp(f, -130);
+    if (p == 2 || p == 3) f = std::ldexp(f, -63);
+    x = f32_to_bf16(f);
+  }
+  return v;
+}
+
+struct Shape {
+  int M, N, K;
+};
+
+const std::vector<Bf16Path> kFastPaths = {Bf16Path::kEmulated, Bf16Path::kDpbf16, Bf16Path::kAmx};
+
+// One product on every available path and thread count against the reference, bit for bit.
+void check_all_paths(const Shape& s, Trans ta, Trans tb, int init_kind, std::mt19937& rng) {
+  const size_t lda = ta == Trans::kNo ? s.K + 3 : s.M + 3,
+               ldb = tb == Trans::kNo ? s.N + 5 : s.K + 5;
+  const std::vector<bf16> a = random_bf16(lda * (ta == Trans::kNo ? s.M : s.K), rng);
+  const std::vector<bf16> b = random_bf16(ldb * (tb == Trans::kNo ? s.K : s.N), rng);
+  std::normal_distribution<float> nd;
+  std::vector<float> c0(size_t(s.M) * s.N), bias(s.N);
+  for (float& x : c0) x = nd(rng);
+  for (float& x : bias) x = nd(rng);
+  if (!c0.empty()) c0[0] = 0x1p-130f;  // a subnormal initial value: read as 0
+  GemmBf16 g{s.M,
+             s.N,
+             s.K,
+             a.data(),
+             ta,
+             lda,
+             b.data(),
+             tb,
+             ldb,
+             nullptr,
+             size_t(s.N),
+             init_kind == 1,
+             init_kind == 2 ? bias.data() : nullptr};
+  std::vector<float> ref = c0;
+  g.c = ref.data();
+  gemm_bf16_reference(g, 1);
+  for (Bf16Path p : kFastPaths) {
+    if (!bf16_path_available(p)) continue;
+    for (int threads : {1, 2, 3, 16}) {
+      std::vector<float> got = c0;
+      g.c = got.data();
+      MatmulBf16 mm(p, threads);
+      mm.run(g);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(bits(got[i]), bits(ref[i]))
+            << bf16_path_name(p) << " threads " << threads << " M" << s.M << " N" << s.N << " K"
+            << s.K << " ta " << int(ta) << " tb " << int(tb) << " init " << init_kind << " at " << i
+            << ": " << got[i] << " vs " << ref[i];
+      }
+    }
+  }
+}
+
+TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
+  std::mt19937 rng(29);
+  const std::vector<Shape> shapes = {{1, 1, 1},    {3, 5, 7},     {4, 32, 32},   {5, 33, 31},
+                                     {17, 40, 64}, {33, 65, 100}, {64, 96, 130}, {130, 50, 0}};
+  for (const Shape& s : shapes) {
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        for (int init = 0; init < 3; ++init) check_all_paths(s, ta, tb, init, rng);
+      }
+    }
+  }
+}
+
+// The shapes of a linear layer at training size, where chunks and panels are many and threads
+// take several units each.
+TEST(Bf16Matmul, TrainingShapesEqualReference) {
+  std::mt19937 rng(30);
+  check_all_paths({256, 384, 128}, Trans::kNo, Trans::kYes, 2, rng);  // forward: inp · wᵀ + b
+  check_all_paths({256, 128, 384}, Trans::kNo, Trans::kNo, 1, rng);   // backward data
+  check_all_paths({384, 128, 256}, Trans::kYes, Trans::kNo, 1, rng);  // backward weight
+}
+
+// The bf16 attention: forward and backward give the same bits on every path and thread count,
+// and are the attention: within bf16's rounding of the f32 reference (attention_forward and
+// attention_backward on the same bf16-valued inputs).
+TEST(Bf16Attention, EveryPathEqualsReferenceAndIsTheAttention) {
+  const int B = 2, Tn = 37, C = 24, NH = 3;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd;
+  std::vector<float> qkv(size_t(B) * Tn * 3 * C), dout(size_t(B) * Tn * C);
+  for (float& x : qkv) x = bf16_to_f32(f32_to_bf16(nd(rng)));
+  for (float& x : dout) x = bf16_to_f32(f32_to_bf16(nd(rng)));
+  std::vector<bf16> qkv16(qkv.size()), dout16(dout.size());
+  cast_f32_to_bf16(qkv16.data(), qkv.data(), qkv.size());
+  cast_f32_to_bf16(dout16.data(), dout.data(), dout.size());
+  const size_t TT = size_t(Tn) * Tn, att_n = size_t(B) * NH * TT;
+  auto run = [&](Bf16Path path, int threads, std::vector<float>& out, std::vector<float>& dqkv) {
+    MatmulBf16 mm(path, threads);
+    std::vector<float> att(att_n), dp(TT);
+    std::vector<bf16> att16(att_n), ds16(TT);
+    out.assign(dout.size(), 0.0f);
+    dqkv.assign(qkv.size(), 0.5f);
+    attention_forward_bf16(mm, out.data(), att.data(), att16.data(), qkv16.data(), B, Tn, C, NH);
+    attention_backward_bf16(mm, dqkv.data(), dp.data(), ds16.data(), dout16.data(), qkv16.data(),
+                            att.data(), att16.data(), B, Tn, C, NH);
+  };
+  std::vector<float> out_ref, dqkv_ref, out, dqkv;
+  run(Bf16Path::kReference, 1, out_ref, dqkv_ref);
+  for (Bf16Path p : kFastPaths) {
+    if (!bf16_path_available(p)) continue;
+    for (int threads : {1, 3}) {
+      run(p, threads, out, dqkv);
+      for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(bits(out[i]), bits(out_ref[i])) << i;
+      for (size_t i = 0; i < dqkv.size(); ++i) ASSERT_EQ(bits(dqkv[i]), bits(dqkv_ref[i])) << i;
+    }
+  }
+  std::vector<float> out32(dout.size()), att32(att_n), dqkv32(qkv.size(), 0.5f),
+      dp32(size_t(B) * NH * Tn);
+  attention_forward(out32.data(), att32.data(), qkv.data(), B, Tn, C, NH);
+  attention_backward(dqkv32.data(), dp32.data(), dout.data(), qkv.data(), att32.data(), B, Tn, C,
+                     NH);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out_ref[i], out32[i], 0.02f) << i;
+  for (size_t i = 0; i < dqkv.size(); ++i) EXPECT_NEAR(dqkv_ref[i], dqkv32[i], 0.05f) << i;
+}
+
+TEST(Bf16Matmul, ReportsItsPaths) {
+  EXPECT_TRUE(bf16_path_available(Bf16Path::kReference));
+  EXPECT_TRUE(bf16_path_available(Bf16Path::kEmulated));
+  EXPECT_TRUE(bf16_path_available(bf16_best_path()));
+  std::printf("bf16 paths: best %s, dpbf16 %s, amx %s\n", bf16_path_name(bf16_best_path()),
+              bf16_path_available(Bf16Path::kDpbf16) ? "yes" : "no",
+              bf16_path_available(Bf16Path::kAmx) ? "yes" : "no");
+}
+
+}  // namespace
+}  // namespace reftrain
