@@ -84,4 +84,20 @@ void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16,
   }
 }
 
+void attention_decode_bf16(MatmulBf16& mm, float* out, float* p, bf16* p16, const bf16* qkv16,
+                           int pos, int C, int NH) {
+  const int hs = C / NH, n = pos + 1;
+  const float scale = 1.0f / std::sqrt(float(hs));
+  const size_t C3 = size_t(3) * C;
+  for (int h = 0; h < NH; ++h) {
+    const bf16* k = qkv16 + C + size_t(h) * hs;
+    const bf16* q = qkv16 + size_t(pos) * C3 + size_t(h) * hs;
+    mm.run({1, n, hs, q, Trans::kNo, C3, k, Trans::kYes, C3, p, size_t(n), false, nullptr});
+    softmax_row(p, pos, n, scale);
+    cast_f32_to_bf16(p16, p, size_t(n));
+    mm.run({1, hs, n, p16, Trans::kNo, size_t(n), k + C, Trans::kNo, C3, out + size_t(h) * hs,
+            size_t(C), false, nullptr});
+  }
+}
+
 }  // namespace reftrain

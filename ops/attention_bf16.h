@@ -28,4 +28,11 @@ void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16,
                              const bf16* qkv16, const float* att, const bf16* att16, int B, int Tn,
                              int C, int NH);
 
+// Row pos of attention_forward_bf16 for a B = 1 sequence whose qkv16 rows 0..pos are in place
+// (the KV cache): out [C] f32; p [pos+1] f32 and p16 [pos+1] bf16 are scratch. The products over
+// keys run over pos+1 positions instead of T: the terms past pos are zeros in the forward, so the
+// row has the forward's bits (tests/ops/test_bf16.cpp).
+void attention_decode_bf16(MatmulBf16& mm, float* out, float* p, bf16* p16, const bf16* qkv16,
+                           int pos, int C, int NH);
+
 }  // namespace reftrain

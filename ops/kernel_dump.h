@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/bf16.h"
 #include "ops/cast.h"
 #include "ops/kernel_record.h"
 
@@ -31,6 +32,7 @@ class KernelDump {
     Ptr(const float* p) : data(p), dtype("f32") {}
     Ptr(const int32_t* p) : data(p), dtype("i32") {}
     Ptr(const f16* p) : data(p), dtype("f16") {}
+    Ptr(const bf16* p) : data(p), dtype("bf16") {}
     Ptr(const uint32_t* p) : data(p), dtype("u8 (u32 words)") {}  // packed 8-bit codes
     const void* data = nullptr;
     const char* dtype = "";
@@ -83,13 +85,17 @@ class KernelDump {
  private:
   struct Arg {
     std::string name;
-    const char* dtype;  // safetensors dtype: F32, F16, I32, U8 (packed codes: one byte each)
+    const char* dtype;  // safetensors dtype: F32, F16, BF16, I32, U8 (packed codes: one byte each)
     const void* data;
     size_t numel;
     BindingRole role;
   };
   static const char* dump_dtype(const std::string& dtype) {
-    return dtype == "f16" ? "F16" : dtype == "i32" ? "I32" : dtype == "f32" ? "F32" : "U8";
+    return dtype == "f16"    ? "F16"
+           : dtype == "bf16" ? "BF16"
+           : dtype == "i32"  ? "I32"
+           : dtype == "f32"  ? "F32"
+                             : "U8";
   }
   [[noreturn]] static void mismatch(const KernelRecord& k, const std::string& what) {
     throw std::logic_error("kernel dump of " + k.name + ": " + what);
@@ -97,7 +103,8 @@ class KernelDump {
   // The tensor `<call>.<binding>`, or `<call>.<binding>_in` for an in-out binding's before-value.
   void record(const std::string& call, const Arg& a, bool before) {
     const auto* p = static_cast<const uint8_t*>(a.data);
-    const size_t elem = a.dtype[1] == '1' ? 2 : a.dtype[0] == 'U' ? 1 : 4;  // F16, U8, 4 bytes
+    const std::string d = a.dtype;
+    const size_t elem = d == "F16" || d == "BF16" ? 2 : d == "U8" ? 1 : 4;
     tensors_.push_back({call + "." + a.name + (before ? "_in" : ""), a.dtype, a.numel,
                         std::vector<uint8_t>(p, p + a.numel * elem)});
   }

@@ -11,8 +11,12 @@ namespace reftrain {
 
 enum class Arch { kGpt2, kLlama };
 // fp32: everything in fp32. mixed: the matmuls that read a weight read its fp16 mirror,
-// widened to f32 at load; activations, gradients and the optimizer stay fp32.
-enum class Precision { kFp32, kMixed };
+// widened to f32 at load; activations, gradients and the optimizer stay fp32. bf16: every
+// product (the linear layers' three and the attention's four) takes bf16 operands (the weights'
+// bf16 mirror, activations and gradients rounded to bf16 as they enter) and sums them in the
+// canonical bf16 order into f32; norms, softmax, activations, loss, gradients, optimizer and
+// master weights stay fp32 (docs/numerics.md, "bf16 training").
+enum class Precision { kFp32, kMixed, kBf16 };
 
 // gpt2's MLP activation: the tanh GELU (GPT-2's own, Hugging Face's "gelu_new") or the exact erf
 // GELU (Hugging Face's "gelu", which some GPT-2-shaped checkpoints use).
@@ -58,8 +62,8 @@ struct EnumNames<Arch> {
 };
 template <>
 struct EnumNames<Precision> {
-  static constexpr NamedValue<Precision> values[] = {{Precision::kFp32, "fp32"},
-                                                     {Precision::kMixed, "mixed"}};
+  static constexpr NamedValue<Precision> values[] = {
+      {Precision::kFp32, "fp32"}, {Precision::kMixed, "mixed"}, {Precision::kBf16, "bf16"}};
 };
 template <>
 struct EnumNames<Activation> {
