@@ -33,6 +33,7 @@ int run_golden_run(const GoldenRunArgs& a) {
   TrainConfig train = preset.train;
   train.steps = a.steps;
   for (const FieldOption& o : a.fields) apply_field_option(o, a.numbers, train);
+  settle_bf16_attention(train, false);
   validate(preset.model, train);
   if (a.data_opt->count() > 0 && a.data.empty()) throw usage_error("--data needs a file name");
   if (a.out.empty()) throw usage_error("--out needs a directory name");

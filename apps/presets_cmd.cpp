@@ -39,9 +39,9 @@ CommandRunner add_presets_command(CLI::App& app) {
     const int n = *ranks;
     std::printf("%-12s %-5s %3s %3s %4s %5s %5s %5s %3s %4s %10s %8s  %s%s\n", "preset", "arch",
                 "L", "NH", "C", "F", "maxT", "V", "B", "T", "tok/step", "params",
-                "memory MiB: adamw fp32 | mixed | adamw8bit fp32 | mixed",
+                "memory MiB: adamw fp32 | mixed | bf16 | adamw8bit fp32 | mixed | bf16",
                 n > 1 ? (" (per rank of " + std::to_string(n) + ")").c_str() : "");
-    const Precision precisions[] = {Precision::kFp32, Precision::kMixed};
+    const Precision precisions[] = {Precision::kFp32, Precision::kMixed, Precision::kBf16};
     for (const Preset& p : presets()) {
       const ModelConfig& m = p.model;
       TrainConfig step = p.train;  // --grad-accum K per rank: N·K micro-batches a step
@@ -55,6 +55,7 @@ CommandRunner add_presets_command(CLI::App& app) {
         for (Precision prec : precisions) {
           TrainConfig t = step;
           t.precision = prec, t.optimizer = o;
+          settle_bf16_attention(t, false);
           const MemoryEstimate e = estimate_memory(m, t, n);
           std::printf(" %9.1f", double(e.total()) / (1 << 20));
         }
@@ -64,9 +65,11 @@ CommandRunner add_presets_command(CLI::App& app) {
     if (n > 1) print_state_per_rank(n);
     std::printf(
         "\nbytes per parameter: fp32 weights 4 + grads 4 + optimizer state (adamw: m 4 + v 4; "
-        "adamw8bit: m 1 + v 1 + 8/256 for the block scales) + fp16 mirror 2 in mixed precision:\n"
-        "  adamw fp32 16, mixed 18; adamw8bit fp32 10.03, mixed 12.03. Memory adds the "
-        "activation arena at the preset's B and T.\n"
+        "adamw8bit: m 1 + v 1 + 8/256 for the block scales) + fp16 mirror 2 in mixed precision, "
+        "bf16 mirror 2 in bf16:\n"
+        "  adamw fp32 16, mixed and bf16 18; adamw8bit fp32 10.03, mixed and bf16 12.03. Memory "
+        "adds the activation arena at the preset's B and T (in bf16: the materialised "
+        "attention's T×T probabilities and the bf16 copies of every product's operands).\n"
         "tok/step: tokens per optimizer step, K·B·T; --grad-accum K runs K micro-batches of B×T "
         "per step (4 more bytes per parameter, the gradient sum, when K > 1).\n"
         "--ranks N: the same for each rank of `mpirun -np N`: tok/step N·K·B·T, the optimizer "

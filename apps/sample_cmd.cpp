@@ -25,6 +25,7 @@ namespace {
 
 struct SampleArgs {
   std::string ckpt, prompt, prompt_file, seed, tokenizer, stop;
+  std::string precision;  // empty: the checkpoint's
   SampleOptions options;
   int threads = 0;
   bool interactive = false;
@@ -189,7 +190,11 @@ int run_sample(const SampleArgs& a) {
       a.interactive ? std::vector<int32_t>{} : prompt_tokens(args, given, c, tokenizer.get());
   SampleOptions options = a.options;
   options.seed = seed_given ? seed : c.meta.train.seed;
-  const TrainConfig& t = c.meta.train;
+  TrainConfig t = c.meta.train;
+  if (!a.precision.empty()) {  // one_of has checked the name
+    enum_from_name(a.precision, &t.precision);
+    settle_bf16_attention(t, false);
+  }
   ModelOptions one_row = model_options(t);
   one_row.batch = 1;
   std::unique_ptr<Model> model = make_model(c.meta.model, one_row);
@@ -267,6 +272,10 @@ CommandRunner add_sample_command(CLI::App& app) {
   app.add_flag("!--no-kv-cache", a->options.kv_cache,
                "recompute the whole window for every token instead of caching keys and values "
                "(the reference path: slower, the same text while the text fits in the window)");
+  app.add_option("--precision", a->precision,
+                 "run the model in this precision (" + enum_choices<Precision>() +
+                     "; default: the checkpoint's)")
+      ->check(one_of(enum_names<Precision>()));
   app.add_option("--threads", a->threads, "OpenMP threads (default: all cores)")
       ->transform(decimal_int(1, 4096));
   return [a] { return run_sample(*a); };

@@ -79,6 +79,7 @@ TrainConfig configured(const TrainArgs& a, TrainConfig t) {
     t.min_lr = std::min(t.min_lr, t.lr);  // keep min_lr ≤ lr when only --lr is given
   }
   if (t.kernels == Kernels::kReference) require_reference_kernels(a, t);
+  settle_bf16_attention(t, a.has("--attention"));
   return t;
 }
 

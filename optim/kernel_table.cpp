@@ -24,6 +24,7 @@ KernelTable reference_kernels() {
   t.column = Kernels::kReference;
   t.matmul = MatmulKind::kNaive;
   t.attention = AttentionKind::kMaterialised;
+  t.bf16 = Bf16Path::kReference;
   t.embed_forward = embed_forward<float>;
   t.embed_backward = embed_backward<float>;
   t.token_embed_forward = token_embed_forward<float>;
@@ -47,6 +48,7 @@ KernelTable reference_kernels() {
   t.residual_forward = residual_forward<float>;
   t.residual_backward = residual_backward<float>;
   t.cast_f32_to_f16 = cast_f32_to_f16;
+  t.cast_f32_to_bf16 = cast_f32_to_bf16;
   t.reduce_norm_sq = reduce_norm_sq;
   t.norm_sq_partials = norm_sq_partials;
   t.adamw_update = adamw_update;
@@ -60,6 +62,7 @@ KernelTable fast_kernels(MatmulKind matmul, AttentionKind attention) {
   t.column = Kernels::kFast;
   t.matmul = matmul;
   t.attention = attention;
+  t.bf16 = bf16_best_path();
   t.embed_forward = embed_forward_fast;
   t.embed_backward = embed_backward_fast;
   t.token_embed_forward = token_embed_forward_fast;
@@ -85,6 +88,7 @@ KernelTable fast_kernels(MatmulKind matmul, AttentionKind attention) {
   t.residual_forward = residual_forward_fast;
   t.residual_backward = residual_backward_fast;
   t.cast_f32_to_f16 = cast_f32_to_f16_fast;
+  t.cast_f32_to_bf16 = cast_f32_to_bf16_fast;
   t.reduce_norm_sq = reduce_norm_sq_fast;
   t.norm_sq_partials = norm_sq_partials_fast;
   t.adamw_update = adamw_update_fast;

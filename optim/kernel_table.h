@@ -11,6 +11,7 @@
 
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/bf16.h"
 #include "ops/cast.h"
 #include "ops/embed.h"
 #include "ops/kernel_dump.h"
@@ -18,6 +19,7 @@
 #include "ops/kernels.h"
 #include "ops/loss.h"
 #include "ops/matmul.h"
+#include "ops/matmul_bf16.h"
 #include "ops/norm.h"
 #include "ops/residual.h"
 #include "ops/rope.h"
@@ -36,6 +38,7 @@ struct KernelTable {
   Kernels column;     // kReference: every slot its reference; kFast: the fast overrides
   MatmulKind matmul;  // the variant the linear products run on
   AttentionKind attention;
+  Bf16Path bf16;  // the path of the bf16 products (reference, or the CPU's fastest)
   decltype(&embed_forward_fast) embed_forward;
   decltype(&embed_backward_fast) embed_backward;
   decltype(&token_embed_forward_fast) token_embed_forward;
@@ -59,6 +62,7 @@ struct KernelTable {
   decltype(&residual_forward_fast) residual_forward;
   decltype(&residual_backward_fast) residual_backward;
   decltype(&cast_f32_to_f16_fast) cast_f32_to_f16;
+  decltype(&cast_f32_to_bf16_fast) cast_f32_to_bf16;
   decltype(&reduce_norm_sq_fast) reduce_norm_sq;
   decltype(&norm_sq_partials_fast) norm_sq_partials;
   decltype(&adamw_update_fast) adamw_update;

@@ -61,7 +61,30 @@ Json pipeline(const ModelConfig& m, const TrainConfig& t) {
                                      : "adamw_update";
   p.push_back(update + " on [0, wd_end) with wd, then on [wd_end, floats) with wd = 0");
   if (eight && mixed) p.push_back("cast_f32_to_f16 of the whole weight buffer into the mirror");
+  if (t.precision == Precision::kBf16) {
+    p.push_back("cast_f32_to_bf16 of the whole weight buffer into the bf16 mirror");
+  }
   return p;
+}
+
+// config.json's "mixed_precision": what a GPU replay must do besides the fp32 pipeline.
+std::string mixed_precision_text(Precision p) {
+  switch (p) {
+    case Precision::kMixed:
+      return "every matmul that reads a weight reads its fp16 mirror f16(clamp(w, +-65504)) "
+             "(round to nearest even), widened to f32";
+    case Precision::kBf16:
+      return "bf16: every linear_forward/_backward and attention_forward/_backward is its _bf16 "
+             "kernel (materialised attention): each operand rounded by cast_f32_to_bf16 (round "
+             "to nearest even, bf16 subnormals to 0, NaN to 0x7FC0) as it enters, weights read "
+             "from the bf16 mirror; products in the canonical bf16 order (per output: K in "
+             "blocks of 32, the block's even-k and odd-k products in two fp32 fma chains from "
+             "+0, then c = c + (even + odd); subnormal inputs read as 0, subnormal results "
+             "flushed after rounding: the band where a GPU may differ); the rest fp32";
+    case Precision::kFp32:
+      break;
+  }
+  return "none";
 }
 
 // config.json: the run line of `train --trace` without what names the build, plus the lr of
@@ -85,10 +108,7 @@ Json golden_config(const Trainer& trainer, const Preset& preset, const std::stri
   j["loss"] = {
       {"kind", "mean cross-entropy over B*T positions (first V of Vp logits) + z*mean(lse^2)"},
       {"z", json_float(t.z_loss)}};
-  j["mixed_precision"] = t.precision == Precision::kMixed
-                             ? "every matmul that reads a weight reads its fp16 mirror "
-                               "f16(clamp(w, +-65504)) (round to nearest even), widened to f32"
-                             : "none";
+  j["mixed_precision"] = mixed_precision_text(t.precision);
   j["pipeline"] = pipeline(preset.model, t);
   j["files"] = {{"init", "init.safetensors"},
                 {"batches", "batches.safetensors"},

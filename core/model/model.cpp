@@ -27,6 +27,15 @@ size_t widen_elems(const ParamLayout& layout, Precision precision, MatmulKind ma
   }
   return most;
 }
+
+// The widest input (K) and output (O) of any product of the model: the MLP's hidden width and
+// qkv's 3C; the lm_head's Vp is the widest output.
+size_t widest_input(const ModelConfig& cfg) {
+  return size_t(std::max({3 * cfg.channels, 4 * cfg.channels, cfg.ffn}));
+}
+size_t widest_output(const ModelConfig& cfg) {
+  return std::max(widest_input(cfg), size_t(cfg.padded_vocab));
+}
 }  // namespace
 
 Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
@@ -40,7 +49,20 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
       w_(layout_.total()),
       g_(layout_.total()),
       w16_(o.precision == Precision::kMixed ? layout_.total() : 0),
-      matmul_(o.matmul, 0, widen_elems(layout_, o.precision, o.matmul)) {}
+      matmul_(o.matmul, 0, widen_elems(layout_, o.precision, o.matmul)) {
+  if (precision_ != Precision::kBf16) return;
+  if (o.attention != AttentionKind::kMaterialised) {
+    throw std::invalid_argument("bf16 precision runs the materialised attention");
+  }
+  const size_t N = size_t(o.batch) * o.seq, TT = size_t(o.seq) * o.seq;
+  wb16_ = AlignedBuffer<bf16>(layout_.total());
+  b16_.mm = std::make_unique<MatmulBf16>(kt_.bf16);
+  b16_.in = AlignedBuffer<bf16>(N * widest_input(cfg));
+  b16_.dout = AlignedBuffer<bf16>(N * widest_output(cfg));
+  b16_.att = AlignedBuffer<bf16>(size_t(o.batch) * cfg.heads * TT);
+  b16_.ds = AlignedBuffer<bf16>(TT);
+  b16_.dp = AlignedBuffer<float>(TT);
+}
 
 double init_std(ParamInit init, int layers) {
   // 2·layers branches add into the residual stream; scaling each by 1/sqrt(2·layers) keeps the
@@ -123,6 +145,8 @@ void Model::require_targets(const char* who) const {
 void Model::refresh_mirror() {
   if (precision_ == Precision::kMixed) {
     kt_.cast_f32_to_f16(w16_.data(), w_.data(), w_.size());
+  } else if (precision_ == Precision::kBf16) {
+    kt_.cast_f32_to_bf16(wb16_.data(), w_.data(), w_.size());
   }
 }
 
@@ -148,8 +172,7 @@ void Model::zero(float* p, size_t n) const {
   }
 }
 
-// The profile's name of a product: kernel, then N×K->O (rows, inputs, outputs).
-static std::string product_name(const KernelProfile* profile, const char* kernel, int N, int K,
+std::string Model::product_name(const KernelProfile* profile, const char* kernel, int N, int K,
                                 int O) {
   if (!profile) return {};
   return std::string(kernel) + " " + std::to_string(N) + "x" + std::to_string(K) + "->" +
@@ -164,6 +187,7 @@ const f16* Model::mirror_of(const float* w) const {
 // backward is two calls, as on a GPU: backward-data, then backward-weight (with the bias).
 void Model::linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
                        int O) const {
+  if (precision_ == Precision::kBf16) return linear_fwd_bf16(out, inp, w, b, N, K, O);
   const f16* w16 = mirror_of(w);
   const std::string profile = product_name(profile_, "linear_forward", N, K, O);
   const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
@@ -178,6 +202,7 @@ void Model::linear_fwd(float* out, const float* inp, const float* w, const float
 
 void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, int N, int K, int O) const {
+  if (precision_ == Precision::kBf16) return linear_bwd_bf16(dinp, dw, db, dout, inp, w, N, K, O);
   const f16* w16 = mirror_of(w);
   const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
   if (dinp && w16) {
@@ -199,6 +224,7 @@ void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, con
 // The dump records the probabilities `att` only where the model keeps them (materialised);
 // the fused kernel keeps each row's log-sum-exp in att's place, which no GPU twin binds.
 void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T) const {
+  if (precision_ == Precision::kBf16) return attention_fwd_bf16(out, att, qkv, B, T);
   const bool fused = kt_.attention == AttentionKind::kFused;
   const int C = cfg_.channels, NH = cfg_.heads;
   traced("attention_forward", {out, fused ? nullptr : att, qkv},
@@ -208,6 +234,7 @@ void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T
 
 void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv,
                           const float* out, const float* att, int B, int T) const {
+  if (precision_ == Precision::kBf16) return attention_bwd_bf16(dqkv, dout, qkv, att, B, T);
   const bool fused = kt_.attention == AttentionKind::kFused;
   const int C = cfg_.channels, NH = cfg_.heads;
   traced("attention_backward", {dqkv, nullptr, dout, qkv, fused ? nullptr : att},
@@ -216,6 +243,7 @@ void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float
 }
 
 void Model::attention_decode_fwd(float* out, float* att, const float* qkv, int pos) const {
+  if (precision_ == Precision::kBf16) return attention_decode_bf16_fwd(out, qkv, pos);
   const int C = cfg_.channels, NH = cfg_.heads;
   traced("attention_decode", {out, nullptr, qkv}, {{"C", size_t(C)}, {"rows", size_t(pos) + 1}},
          [&] { kt_.attention_decode(out, att, qkv, pos, C, NH); });
@@ -252,6 +280,14 @@ size_t attention_scratch_floats(const ModelConfig& cfg, AttentionKind kind, int 
 size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind attention) {
   return cfg.arch == Arch::kLlama ? Llama::activation_floats(cfg, B, T, attention)
                                   : Gpt2::activation_floats(cfg, B, T, attention);
+}
+
+size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, int T) {
+  if (precision != Precision::kBf16) return 0;
+  const size_t N = size_t(B) * T, TT = size_t(T) * T;
+  const size_t halves =
+      N * (widest_input(cfg) + widest_output(cfg)) + size_t(B) * cfg.heads * TT + TT;
+  return halves * sizeof(bf16) + TT * sizeof(float);
 }
 
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul) {

@@ -1,7 +1,7 @@
 // Model: what the trainer needs from a model family (gpt2, llama). The parameters live in one
 // fp32 mega-buffer `w` described by a ParamLayout, with gradients `g` in the same layout and,
-// in mixed precision, the fp16 mirror `w16`. Activations live in an arena each family sizes
-// at construction for (B, T); nothing allocates inside a step.
+// in mixed precision, the fp16 mirror `w16` (in bf16 precision, a bf16 mirror). Activations live
+// in an arena each family sizes at construction for (B, T); nothing allocates inside a step.
 #pragma once
 
 #include <algorithm>
@@ -12,9 +12,11 @@
 #include "core/model/kernel_profile.h"
 #include "core/model/model_config.h"
 #include "core/model/param_layout.h"
+#include "ops/bf16.h"
 #include "ops/cast.h"
 #include "ops/kernel_dump.h"
 #include "ops/matmul.h"
+#include "ops/matmul_bf16.h"
 #include "optim/kernel_table.h"
 #include "simd/aligned_buffer.h"
 
@@ -43,8 +45,10 @@ class Model {
   // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
   // CounterRng(seed, kInit).normal(i); then refreshes the mirror.
   void init_weights(uint64_t seed);
-  // w16 = f16(clamp(w, ±65504)) (round-to-nearest-even), in mixed precision; call after every
-  // change of the weights.
+  // w16 = f16(clamp(w, ±65504)) (round-to-nearest-even), in mixed precision; the bf16 mirror
+  // bf16(w) (cast_f32_to_bf16) in bf16 precision. Call after every change of the weights that
+  // did not write the mirror itself (in bf16, after every optimizer step: AdamW writes no bf16
+  // mirror).
   void refresh_mirror();
 
   // Forward over B×T tokens (≤ the construction sizes): the embedding, every layer, the final
@@ -124,6 +128,10 @@ class Model {
     ProfileScope timer(profile_, profile_name);
     dump_call(dump_, tag_, kernel, tensors, dims, run);
   }
+  // The profile's name of a product: kernel, then N×K->O (rows, inputs, outputs); empty when
+  // there is no profile.
+  static std::string product_name(const KernelProfile* profile, const char* kernel, int N, int K,
+                                  int O);
   // out = a + b, and its backward da += dout, db += dout, over n elements.
   void residual_fwd(float* out, const float* a, const float* b, size_t n) const;
   void residual_bwd(float* da, float* db, const float* dout, size_t n) const;
@@ -138,6 +146,19 @@ class Model {
   // The f16 mirror of the weight tensor at w (same offset in the mirror); null in an fp32 run,
   // which has no mirror.
   const f16* mirror_of(const float* w) const;
+  // bf16 precision's products (core/model/model_bf16.cpp): each operand rounded to bf16 as it
+  // enters (a cast_f32_to_bf16 call), the weight read from the bf16 mirror, ops/linear_bf16.h
+  // and ops/attention_bf16.h. The attention is the materialised one (att: the probabilities).
+  void linear_fwd_bf16(float* out, const float* inp, const float* w, const float* b, int N, int K,
+                       int O) const;
+  void linear_bwd_bf16(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                       const float* w, int N, int K, int O) const;
+  void attention_fwd_bf16(float* out, float* att, const float* qkv, int B, int T) const;
+  void attention_bwd_bf16(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+                          int T) const;
+  void attention_decode_bf16_fwd(float* out, const float* qkv, int pos) const;
+  // src [n] rounded to bf16 into dst (one cast_f32_to_bf16 call); returns dst.
+  const bf16* to_bf16(AlignedBuffer<bf16>& dst, const float* src, size_t n) const;
   // Causal self-attention with the model's kernel. att is what the backward needs of the
   // forward: lse [B,NH,T] (fused) or the probabilities [B,NH,T,T] (materialised, which also
   // uses dp [B,NH,T] as scratch; the fused kernel ignores it). out is the forward's output.
@@ -179,6 +200,18 @@ class Model {
   AlignedBuffer<float> w_, g_;
   AlignedBuffer<f16> w16_;
   Matmul matmul_;  // the variant and its packing workspace, sized at construction
+  // bf16 precision only (empty otherwise): the weights' bf16 mirror, the product engine on the
+  // kernel column's path, and the bf16 copies of a product's operands: `in` [B·T, widest input
+  // of a product] (an activation, or qkv), `dout` [B·T, widest output] (a gradient), `att`
+  // [B,NH,T,T] (the probabilities), `ds` [T,T] and `dp` [T,T] (the attention backward's scratch,
+  // and the decode's row).
+  AlignedBuffer<bf16> wb16_;
+  struct Bf16Work {
+    std::unique_ptr<MatmulBf16> mm;
+    AlignedBuffer<bf16> in, dout, att, ds;
+    AlignedBuffer<float> dp;
+  };
+  mutable Bf16Work b16_;
 };
 
 ParamLayout param_layout(const ModelConfig& cfg);
@@ -194,6 +227,9 @@ size_t attention_scratch_floats(const ModelConfig& cfg, AttentionKind kind, int 
 // Floats of activation arena a model of `cfg` needs at (B, T).
 size_t activation_floats(const ModelConfig& cfg, int B, int T,
                          AttentionKind attention = AttentionKind::kFused);
+// Bytes of the bf16 operand copies (and the attention's scratch) a model of `cfg` allocates at
+// (B, T) in bf16 precision, besides its bf16 mirror (0 in the other precisions).
+size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, int T);
 // Bytes of the matmul workspace a model of `cfg` allocates (per thread, for the current
 // omp_get_max_threads()).
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul);

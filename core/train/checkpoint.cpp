@@ -187,8 +187,11 @@ void add_derived_state(std::map<std::string, std::string>& md, const CheckpointM
            {"state", q8 ? "optimizer.{m,v}_codes: one byte per mega-buffer element; "
                           "optimizer.{m,v}_scales: one per 256-element block, wd range first"
                         : "optimizer.m.<name>, optimizer.v.<name>: fp32, the weight's shape"},
-           {"fp16_mirror", enum_name(t.precision) == std::string("mixed")
+           {"fp16_mirror", t.precision == Precision::kMixed
                                ? "not stored: f16(clamp(w, +-65504)), round to nearest even"
+                           : t.precision == Precision::kBf16
+                               ? "none; the bf16 mirror is not stored: bf16(w), round to "
+                                 "nearest even, subnormals to 0"
                                : "none (fp32 run)"}});
   md["layout"] = json_text(layout_json(layout));
 }

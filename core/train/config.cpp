@@ -125,6 +125,16 @@ const Preset& find_preset(const std::string& name) {
   throw usage_error("unknown preset '" + name + "'; choose one of: " + names);
 }
 
+void settle_bf16_attention(TrainConfig& t, bool attention_given) {
+  if (t.precision != Precision::kBf16) return;
+  if (attention_given && t.attention != AttentionKind::kMaterialised) {
+    throw usage_error(std::string("--attention ") + enum_name(t.attention) +
+                      " conflicts with --precision bf16, which runs the materialised attention "
+                      "(its products in bf16 need the probabilities); leave --attention out");
+  }
+  t.attention = AttentionKind::kMaterialised;
+}
+
 ModelOptions model_options(const TrainConfig& t) {
   ModelOptions o;
   o.batch = t.batch, o.seq = t.seq, o.grad_accum = t.grad_accum, o.precision = t.precision,
@@ -163,6 +173,10 @@ void validate(const ModelConfig& m, const TrainConfig& t) {
   if (!(t.clip >= 0) || !std::isfinite(t.clip)) throw usage_error("--clip must be ≥ 0 (0 = off)");
   if (t.warmup < 0) throw usage_error("--warmup must be ≥ 0");
   if (t.val_every < 0) throw usage_error("--val-every must be ≥ 0");
+  if (t.precision == Precision::kBf16 && t.attention != AttentionKind::kMaterialised) {
+    throw usage_error("--precision bf16 runs the materialised attention, not --attention " +
+                      std::string(enum_name(t.attention)));
+  }
   try {
     kernel_table(t.kernels, t.matmul, t.attention);  // the one place the column's rule lives
   } catch (const std::invalid_argument& e) {

@@ -65,6 +65,10 @@ inline long long tokens_per_step(const TrainConfig& t) {
 
 // The options a model instance of this run is built with.
 ModelOptions model_options(const TrainConfig& train);
+// bf16's attention products need the probabilities (ops/attention_bf16.h), so a bf16 run runs
+// the materialised attention: sets train.attention so in bf16, or throws usage_error when the
+// user asked for another (`attention_given`).
+void settle_bf16_attention(TrainConfig& train, bool attention_given);
 
 // Checks the values a user can set (B, T ≤ maxT, rates, ...); a usage error names the first
 // bad one and the fix.

@@ -35,7 +35,9 @@ std::vector<TrainField> make_fields() {
       {"z_loss", G::kTrain, "z_loss",
        "z in loss = CE + z·mean(logsumexp²) (preset: 0 gpt2, 1e-4 llama)", &TC::z_loss},
       {"precision", G::kTrain, "precision",
-       "fp32, or mixed: matmuls read the fp16 weight mirror (default fp32)", &TC::precision},
+       "fp32; mixed: matmuls read the fp16 weight mirror; bf16: every product (linear and "
+       "attention) in bf16 with f32 sums, the rest fp32 (default fp32)",
+       &TC::precision},
       {"attention", G::kTrain, "attention",
        "fused (online softmax, keeps the row logsumexp) or materialised (the reference, keeps "
        "the T×T probabilities) (default fused)",

@@ -43,7 +43,9 @@ void check_val_batches(const Dataset& data, const TrainConfig& train) {
 
 MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, int ranks) {
   const ParamLayout layout = param_layout(model);
-  const size_t mirror = t.precision == Precision::kMixed ? layout.total() * sizeof(f16) : 0;
+  // The f16 or bf16 weight mirror: two bytes per float of the mega-buffer.
+  const size_t mirror = t.precision != Precision::kFp32 ? layout.total() * 2 : 0;
+  const size_t bf16 = bf16_operand_bytes(model, t.precision, t.batch, t.seq);
   // Rank 0's shard: the shards differ by less than one norm chunk.
   const ZeroShard shard = zero_shard(layout.wd_end(), layout.total(), 0, ranks);
   const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), shard.state);
@@ -53,7 +55,7 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, i
   return {layout.num_params(), 2 * layout.total() * sizeof(float) + grad_sum + state + mirror,
           state,
           activation_floats(model, t.batch, t.seq, t.attention) * sizeof(float) +
-              matmul_workspace_bytes(model, t.precision, t.matmul)};
+              matmul_workspace_bytes(model, t.precision, t.matmul) + bf16};
 }
 
 void check_memory(const MemoryEstimate& need, const MemoryLimit& limit, const std::string& fix) {
@@ -101,6 +103,7 @@ StepResult Trainer::step(int k) {
                                 : optimizer_.step(model_->weights(), g, model_->mirror(), hp,
                                                   train_.clip, int(++updates_));
     r.grad_norm = stats.grad_norm, r.clip = stats.clip;
+    if (train_.precision == Precision::kBf16) model_->refresh_mirror();  // AdamW wrote no bf16
   }
   const auto t1 = std::chrono::steady_clock::now();
   r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();

@@ -1,5 +1,5 @@
 // The golden files are the contract with every GPU backend: their bytes may change only on
-// purpose. This test writes the golden runs of tiny and llama-tiny × fp32/mixed ×
+// purpose. This test writes the golden runs of tiny and llama-tiny × fp32/mixed/bf16 ×
 // adamw/adamw8bit (50 steps, the default corpus) and the kernel fixtures of both families, and
 // compares every file's SHA-256 with tests/golden/golden_bytes.sha256 (written by the build
 // before the "every kernel has one home" restructuring; re-pinned since where
@@ -48,7 +48,7 @@ TEST(GoldenBytes, RunsAndFixturesMatchThePinnedHashes) {
   TempDir dir;
   const std::string root = dir.file("golden");
   for (const char* preset : {"tiny", "llama-tiny"}) {
-    for (const char* precision : {"fp32", "mixed"}) {
+    for (const char* precision : {"fp32", "mixed", "bf16"}) {
       for (const char* optimizer : {"adamw", "adamw8bit"}) {
         const std::string name = std::string(preset) + "-" + precision + "-" + optimizer;
         const testing::CommandResult r = testing::run_reftrain(

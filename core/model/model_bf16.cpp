@@ -1,0 +1,78 @@
+// bf16 precision's products (Precision::kBf16): what Model's linear and attention calls run
+// instead of the fp32 kernels. Each operand is rounded to bf16 as it enters its product, one
+// cast_f32_to_bf16 call per operand (so a GPU replay's dump pairs with ours call for call); a
+// rounding the backward needs again (an activation, qkv, the probabilities) is done again from
+// the same f32 values, which gives the same bits, rather than kept: the arena stays the fp32
+// model's.
+#include <string>
+
+#include "core/model/model.h"
+#include "ops/attention_bf16.h"
+#include "ops/linear_bf16.h"
+
+namespace reftrain {
+
+const bf16* Model::to_bf16(AlignedBuffer<bf16>& dst, const float* src, size_t n) const {
+  bf16* d = dst.data();
+  traced("cast_f32_to_bf16", {d, src}, {{"n", n}}, [&] { kt_.cast_f32_to_bf16(d, src, n); });
+  return d;
+}
+
+void Model::linear_fwd_bf16(float* out, const float* inp, const float* w, const float* b, int N,
+                            int K, int O) const {
+  const bf16* w16 = wb16_.data() + (w - w_.data());
+  const bf16* x16 = to_bf16(b16_.in, inp, size_t(N) * K);
+  traced_as(product_name(profile_, "linear_forward_bf16", N, K, O), "linear_forward_bf16",
+            {out, x16, w16, b}, {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}},
+            [&] { linear_forward_bf16(*b16_.mm, out, x16, w16, b, N, K, O); });
+}
+
+void Model::linear_bwd_bf16(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                            const float* w, int N, int K, int O) const {
+  const bf16* w16 = wb16_.data() + (w - w_.data());
+  const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
+  const bf16* d16 = to_bf16(b16_.dout, dout, size_t(N) * O);
+  if (dinp) {
+    traced_as(product_name(profile_, "linear_backward_data_bf16", N, K, O),
+              "linear_backward_data_bf16", {dinp, d16, w16}, dims,
+              [&] { linear_backward_data_bf16(*b16_.mm, dinp, d16, w16, N, K, O); });
+  }
+  const bf16* x16 = to_bf16(b16_.in, inp, size_t(N) * K);
+  traced_as(product_name(profile_, "linear_backward_weight_bf16", N, K, O),
+            "linear_backward_weight_bf16", {dw, db, dout, d16, x16}, dims,
+            [&] { linear_backward_weight_bf16(*b16_.mm, dw, db, dout, d16, x16, N, K, O); });
+}
+
+void Model::attention_fwd_bf16(float* out, float* att, const float* qkv, int B, int T) const {
+  const int C = cfg_.channels, NH = cfg_.heads;
+  const bf16* q16 = to_bf16(b16_.in, qkv, size_t(B) * T * 3 * C);
+  bf16* a16 = b16_.att.data();
+  traced("attention_forward_bf16", {out, att, a16, q16},
+         {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}},
+         [&] { attention_forward_bf16(*b16_.mm, out, att, a16, q16, B, T, C, NH); });
+}
+
+void Model::attention_bwd_bf16(float* dqkv, const float* dout, const float* qkv, const float* att,
+                               int B, int T) const {
+  const int C = cfg_.channels, NH = cfg_.heads;
+  const bf16* q16 = to_bf16(b16_.in, qkv, size_t(B) * T * 3 * C);
+  const bf16* d16 = to_bf16(b16_.dout, dout, size_t(B) * T * C);
+  const bf16* a16 = to_bf16(b16_.att, att, size_t(B) * NH * T * T);
+  traced("attention_backward_bf16", {dqkv, nullptr, nullptr, d16, q16, att, a16},
+         {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}}, [&] {
+           attention_backward_bf16(*b16_.mm, dqkv, b16_.dp.data(), b16_.ds.data(), d16, q16, att,
+                                   a16, B, T, C, NH);
+         });
+}
+
+// Decoding is never dumped (a dump records training steps); its time goes to the profile.
+void Model::attention_decode_bf16_fwd(float* out, const float* qkv, int pos) const {
+  const int C = cfg_.channels, NH = cfg_.heads;
+  const size_t rows = size_t(pos) + 1;
+  ProfileScope timer(profile_, "attention_decode_bf16");
+  bf16* q16 = b16_.in.data();
+  kt_.cast_f32_to_bf16(q16, qkv, rows * 3 * C);
+  attention_decode_bf16(*b16_.mm, out, b16_.dp.data(), b16_.ds.data(), q16, pos, C, NH);
+}
+
+}  // namespace reftrain
