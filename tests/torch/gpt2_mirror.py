@@ -1,6 +1,6 @@
 """PyTorch oracle ("mirror") for reftrain's GPT-2 training step.
 
-Usage: /usr/bin/python3 tests/torch/gpt2_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--mixed]
+Usage: /usr/bin/python3 tests/torch/gpt2_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--precision fp32|mixed|bf16]
 
 IN:  every GPT-2 parameter (F32, nanoGPT names, nn.Linear [out, in] layout), `inputs` and
      `targets` (I32 [S, B, T], the batch of each of S optimizer steps), and __metadata__:
@@ -15,13 +15,20 @@ logits = ln_f(x) @ wte.T (tied, all Vp columns); loss = mean cross-entropy over 
 columns.  Optimizer: AdamW with global-norm clipping, written out by hand (see `adamw_step`).
 Everything runs on the CPU in --dtype (float32 weights are converted up for float64).
 
---mixed: every matmul that reads a weight reads it rounded to fp16 and widened back (`round_f16`:
+--precision mixed: every matmul that reads a weight reads it rounded to fp16 and widened back (`round_f16`:
 f32(f16(clamp(w, +-65504))), round-to-nearest-even), recomputed from the master at every step;
 the gradient passes straight through to the master (fp32/--dtype) weight.  Rounded: c_attn,
 attn.c_proj, mlp.c_fc, mlp.c_proj weights and the tied lm_head (logits = ln_f(x) @ round(wte).T).
 Not rounded: the embedding lookups wte[tok], wpe[t], LayerNorm weights, biases.
 
-Shared pieces used by llama_mirror.py: `load`, `adamw_step`, `round_f16`, `train`, `cli`; replay.py
+--precision bf16: every product (the linear layers', the lm_head's and the attention's two) is
+`Bf16Matmul`: both operands rounded to bf16 from their fp32 values (round to nearest even, bf16
+subnormals to 0) and multiplied exactly in --dtype; its backward rounds the incoming gradient to
+bf16 too (da = bf16(g) @ bf16(b).T, db = bf16(a).T @ bf16(g)). Biases, norms, softmax, GELU and
+the loss stay unrounded. This is where reftrain's bf16 precision rounds, written independently of
+its kernels: the sums here are exact, reftrain's are in the canonical bf16 order in fp32.
+
+Shared pieces used by llama_mirror.py: `load`, `adamw_step`, `products`, `train`, `cli`; replay.py
 uses `forward_logits`.
 """
 import argparse
@@ -102,42 +109,78 @@ class _RoundF16(torch.autograd.Function):
         return g
 
 
-def round_f16(w, mixed=True):
-    """The fp16-mirror view of weight `w` for a matmul (identity when not `mixed`)."""
-    return _RoundF16.apply(w) if mixed else w
+def round_f16(w):
+    """The fp16-mirror view of weight `w` for a matmul."""
+    return _RoundF16.apply(w)
 
 
-def forward_logits(p, cfg, idx, mixed=False):
-    """Logits [B, T, Vp] of the GPT-2 model with params `p` on idx [B, T] (on idx's device).
-    `mixed`: matmul weights (not embeddings, LayerNorms, biases) read through `round_f16`."""
+def round_bf16(t):
+    """bf16(t) widened back to t's dtype, rounded from t's fp32 value (reftrain rounds fp32
+    activations): round to nearest even (torch's conversion), then bf16 subnormals to 0."""
+    r = t.to(torch.float32).to(torch.bfloat16).to(torch.float32)
+    return torch.where(r.abs() < 2.0 ** -126, torch.zeros_like(r), r).to(t.dtype)
+
+
+class Bf16Matmul(torch.autograd.Function):
+    """a @ b with both operands rounded to bf16; the backward rounds the incoming gradient."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        a16, b16 = round_bf16(a), round_bf16(b)
+        ctx.save_for_backward(a16, b16)
+        return a16 @ b16
+
+    @staticmethod
+    def backward(ctx, g):
+        a16, b16 = ctx.saved_tensors
+        g16 = round_bf16(g)
+        return g16 @ b16.transpose(-2, -1), a16.transpose(-2, -1) @ g16
+
+
+def products(precision):
+    """(linear(x, w, b=None), matmul(a, b)) of a precision: the weight read through `round_f16`
+    in mixed; every operand and gradient through bf16 (`Bf16Matmul`) in bf16."""
+    if precision == "bf16":
+        def linear(x, w, b=None):
+            y = Bf16Matmul.apply(x.reshape(-1, x.shape[-1]), w.t()).reshape(*x.shape[:-1], -1)
+            return y if b is None else y + b
+        return linear, Bf16Matmul.apply
+    if precision == "mixed":
+        return (lambda x, w, b=None: F.linear(x, round_f16(w), b)), torch.matmul
+    return F.linear, torch.matmul
+
+
+def forward_logits(p, cfg, idx, precision="fp32"):
+    """Logits [B, T, Vp] of the GPT-2 model with params `p` on idx [B, T] (on idx's device); the
+    products as `products(precision)` makes them."""
     B, T = idx.shape
     C, NH = cfg["channels"], cfg["heads"]
     hs = C // NH
+    linear, matmul = products(precision)
     wte = p["transformer.wte.weight"]
     x = wte[idx] + p["transformer.wpe.weight"][:T]
     mask = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
     for l in range(cfg["layers"]):
         w = lambda s: p[f"transformer.h.{l}.{s}"]  # noqa: E731
-        mw = lambda s: round_f16(w(s), mixed)  # noqa: E731
         h = F.layer_norm(x, (C,), w("ln_1.weight"), w("ln_1.bias"), 1e-5)
-        q, k, v = F.linear(h, mw("attn.c_attn.weight"), w("attn.c_attn.bias")).split(C, dim=2)
+        q, k, v = linear(h, w("attn.c_attn.weight"), w("attn.c_attn.bias")).split(C, dim=2)
         q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + F.linear(y, mw("attn.c_proj.weight"), w("attn.c_proj.bias"))
+        y = matmul(att, v).transpose(1, 2).reshape(B, T, C)
+        x = x + linear(y, w("attn.c_proj.weight"), w("attn.c_proj.bias"))
         h = F.layer_norm(x, (C,), w("ln_2.weight"), w("ln_2.bias"), 1e-5)
-        h = F.gelu(F.linear(h, mw("mlp.c_fc.weight"), w("mlp.c_fc.bias")), approximate="tanh")
-        x = x + F.linear(h, mw("mlp.c_proj.weight"), w("mlp.c_proj.bias"))
+        h = F.gelu(linear(h, w("mlp.c_fc.weight"), w("mlp.c_fc.bias")), approximate="tanh")
+        x = x + linear(h, w("mlp.c_proj.weight"), w("mlp.c_proj.bias"))
     x = F.layer_norm(x, (C,), p["transformer.ln_f.weight"], p["transformer.ln_f.bias"], 1e-5)
-    return x @ round_f16(wte, mixed).t()  # [B, T, Vp]
+    return linear(x, wte)  # [B, T, Vp]
 
 
-def forward_loss(p, cfg, idx, targets, mixed=False):
+def forward_loss(p, cfg, idx, targets, precision="fp32"):
     """Mean cross-entropy of the GPT-2 model with params `p` on idx/targets [B, T]."""
     B, T = idx.shape
     V = cfg["vocab"]
-    logits = forward_logits(p, cfg, idx, mixed)
+    logits = forward_logits(p, cfg, idx, precision)
     return F.cross_entropy(logits[..., :V].reshape(B * T, V), targets.reshape(B * T))
 
 
@@ -179,23 +222,25 @@ def train(params, optim, decay, inputs, targets, loss_fn):
     return out
 
 
-def run(in_path, out_path, dtype=torch.float64, mixed=False):
+def run(in_path, out_path, dtype=torch.float64, precision="fp32"):
     params, cfg, optim, decay, inputs, targets = load(in_path, dtype)
     out = train(params, optim, decay, inputs, targets,
-                lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, mixed))
+                lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, precision))
     write_safetensors(out_path, out)
     return out
 
 
 def cli(doc, run_fn):
-    """Shared command line: IN OUT [--dtype float64|float32] [--mixed]; prints a summary line."""
+    """Shared command line: IN OUT [--dtype float64|float32] [--precision P]; prints a summary."""
     ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("inp", metavar="IN.safetensors")
     ap.add_argument("out", metavar="OUT.safetensors")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
-    ap.add_argument("--mixed", action="store_true", help="matmul weights read through an fp16 rounding")
+    ap.add_argument("--precision", choices=["fp32", "mixed", "bf16"], default="fp32",
+                    help="mixed: matmul weights read through an fp16 rounding; bf16: every product's "
+                         "operands and gradient through a bf16 rounding")
     a = ap.parse_args()
-    out = run_fn(a.inp, a.out, getattr(torch, a.dtype), a.mixed)
+    out = run_fn(a.inp, a.out, getattr(torch, a.dtype), a.precision)
     print(f"steps={len(out['losses'])} loss0={out['losses'][0]:.10g} "
           f"loss_last={out['losses'][-1]:.10g} grad_norm0={out['grad_norms'][0]:.6g}")
 

@@ -1,6 +1,6 @@
 """PyTorch oracle ("mirror") for reftrain's llama training step.
 
-Usage: /usr/bin/python3 tests/torch/llama_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--mixed]
+Usage: /usr/bin/python3 tests/torch/llama_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--precision fp32|mixed|bf16]
 
 IN:  every llama parameter (F32, HF names, nn.Linear [out, in] layout, no biases):
        model.embed_tokens.weight [Vp, C]
@@ -29,8 +29,9 @@ positions t = 0..T-1; cos/sin = cat(angle, angle).cos()/.sin() (element i and i 
 frequency); rope(x) = x*cos + rotate_half(x)*sin, rotate_half(x) = cat(-x[hs/2:], x[:hs/2]).
 cos/sin are computed in float64 and cast to --dtype.
 Optimizer: gpt2_mirror.adamw_step (the same hand-written AdamW with global-norm clipping).
---mixed: q/k/v/o/gate/up/down and lm_head weights read through gpt2_mirror.round_f16 (fp16
-rounding, straight-through gradient to the master); the embedding lookup and norms read the master.
+--precision mixed: q/k/v/o/gate/up/down and lm_head weights read through gpt2_mirror.round_f16
+(fp16 rounding, straight-through gradient to the master); the embedding lookup and norms read the
+master. --precision bf16: every product through gpt2_mirror.Bf16Matmul, as in gpt2_mirror.py.
 """
 import os
 import sys
@@ -102,47 +103,48 @@ def apply_rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
-def forward_logits(p, cfg, idx, mixed=False):
-    """Logits [B, T, Vp] of the llama model with params `p` on idx [B, T]."""
+def forward_logits(p, cfg, idx, precision="fp32"):
+    """Logits [B, T, Vp] of the llama model with params `p` on idx [B, T]; the products as
+    gpt2_mirror.products(precision) makes them."""
     B, T = idx.shape
     C, NH = cfg["channels"], cfg["heads"]
     hs = C // NH
-    mw = lambda name: gm.round_f16(p[name], mixed)  # noqa: E731
+    linear, matmul = gm.products(precision)
     x = p["model.embed_tokens.weight"][idx]  # [B, T, C], master (never rounded)
     cos, sin = rope_cos_sin(T, hs, cfg["rope_theta"], x.dtype, x.device)
     mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
     for l in range(cfg["layers"]):
         pre = f"model.layers.{l}."
         h = rms_norm(x, p[pre + "input_layernorm.weight"])
-        q, k, v = (F.linear(h, mw(pre + f"self_attn.{n}_proj.weight")).view(B, T, NH, hs).transpose(1, 2)
+        q, k, v = (linear(h, p[pre + f"self_attn.{n}_proj.weight"]).view(B, T, NH, hs).transpose(1, 2)
                    for n in ("q", "k", "v"))  # [B, NH, T, hs]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / hs ** 0.5)
+        att = matmul(q, k.transpose(-2, -1)) * (1.0 / hs ** 0.5)
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
-        x = x + F.linear(y, mw(pre + "self_attn.o_proj.weight"))
+        y = matmul(att, v).transpose(1, 2).reshape(B, T, C)
+        x = x + linear(y, p[pre + "self_attn.o_proj.weight"])
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
-        g = F.silu(F.linear(h, mw(pre + "mlp.gate_proj.weight"))) * F.linear(h, mw(pre + "mlp.up_proj.weight"))
-        x = x + F.linear(g, mw(pre + "mlp.down_proj.weight"))
+        g = F.silu(linear(h, p[pre + "mlp.gate_proj.weight"])) * linear(h, p[pre + "mlp.up_proj.weight"])
+        x = x + linear(g, p[pre + "mlp.down_proj.weight"])
     x = rms_norm(x, p["model.norm.weight"])
-    return F.linear(x, mw("lm_head.weight"))
+    return linear(x, p["lm_head.weight"])
 
 
-def forward_loss(p, cfg, idx, targets, mixed=False):
+def forward_loss(p, cfg, idx, targets, precision="fp32"):
     """Mean cross-entropy (+ z-loss) of the llama model with params `p` on idx/targets [B, T]."""
     B, T = idx.shape
     V, z = cfg["vocab"], cfg["z_loss"]
-    logits = forward_logits(p, cfg, idx, mixed)[..., :V].reshape(B * T, V)  # first V of Vp columns
+    logits = forward_logits(p, cfg, idx, precision)[..., :V].reshape(B * T, V)  # first V of Vp columns
     loss = F.cross_entropy(logits, targets.reshape(B * T))
     if z:
         loss = loss + z * torch.logsumexp(logits, dim=-1).pow(2).mean()
     return loss
 
 
-def run(in_path, out_path, dtype=torch.float64, mixed=False):
+def run(in_path, out_path, dtype=torch.float64, precision="fp32"):
     params, cfg, optim, decay, inputs, targets = load(in_path, dtype)
     out = gm.train(params, optim, decay, inputs, targets,
-                   lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, mixed))
+                   lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, precision))
     write_safetensors(out_path, out)
     return out
 

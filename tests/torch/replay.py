@@ -16,7 +16,8 @@ torch.optim):
     w = w - lr*(m_hat/(sqrt(v_hat) + eps) + wd*w)              (wd = 0 outside the decay range)
 with b^t = pow in double rounded to the run's dtype and every constant an f32 as the config gives
 it. Mixed precision: every matmul weight is read through an fp16 rounding of the master
-(straight-through gradient), as gpt2_mirror.py --mixed. The loss is mean cross-entropy over the
+(straight-through gradient), as gpt2_mirror.py --precision mixed; a bf16 run's products go through
+gpt2_mirror.Bf16Matmul, as gpt2_mirror.py --precision bf16. The loss is mean cross-entropy over the
 first V of Vp logits + z*mean(lse^2).
 
 Writes DIR/trace.jsonl (the golden trace's format: loss, z_loss, grad_norm, clip, lr per step)
@@ -84,10 +85,10 @@ def model_cfg(config):
     return cfg
 
 
-def loss_and_logits(params, cfg, z, idx, tgt, mixed):
+def loss_and_logits(params, cfg, z, idx, tgt, precision):
     """(loss, z-loss part, logits [B,T,Vp]): mean CE over the first V logits + z*mean(lse^2)."""
     fwd = lm.forward_logits if cfg["arch"] == "llama" else gm.forward_logits
-    logits = fwd(params, cfg, idx, mixed)
+    logits = fwd(params, cfg, idx, precision)
     B, T = idx.shape
     V = cfg["vocab"]
     flat = logits[..., :V].reshape(B * T, V)
@@ -152,7 +153,7 @@ def replay(a):
     tf32 = set_tf32(a.tf32 == "on") if device.type == "cuda" else "n/a"
     config, params, decay, inputs, targets = load_golden(a.golden, dtype, device)
     cfg, z = model_cfg(config), f32(config["loss"]["z"])
-    mixed = config["train"]["precision"] == "mixed"
+    precision = config["train"]["precision"]
     lrs = config["schedule"]["lrs"]
     steps = min(a.steps or len(lrs), len(lrs), inputs.shape[0])
     opt = AdamW(params, decay, config["optimizer"], dtype)
@@ -166,7 +167,7 @@ def replay(a):
         for k in range(steps):
             for w in params.values():
                 w.grad = None
-            loss, z_part, logits = loss_and_logits(params, cfg, z, inputs[k], targets[k], mixed)
+            loss, z_part, logits = loss_and_logits(params, cfg, z, inputs[k], targets[k], precision)
             loss.backward()
             if k == 0:
                 write_safetensors(os.path.join(a.out, "debug_state.safetensors"),

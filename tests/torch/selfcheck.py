@@ -243,10 +243,10 @@ def main():
         check(d32 < 1e-5, f"float32 vs float64 losses: max abs diff {d32:.1e}")
         check_fd(inp, res)
         check_optimizer(inp, res)
-        rm = mirror(inp, os.path.join(d, "outm.safetensors"), "float64", "--mixed")
+        rm = mirror(inp, os.path.join(d, "outm.safetensors"), "float64", "--precision", "mixed")
         params, cfg, _, _, inputs, targets = gm.load(inp, torch.float64)
         rounded = {n for n, s in gm.param_shapes(CFG) if len(s) == 2 and ".h." in n}
-        check_mixed("gpt2", res, rm, params, lambda p, m: gm.forward_loss(p, cfg, inputs[0], targets[0], m),
+        check_mixed("gpt2", res, rm, params, lambda p, m: gm.forward_loss(p, cfg, inputs[0], targets[0], "mixed" if m else "fp32"),
                     rounded, {"transformer.wte.weight": [  # tied: lookup reads the master, lm_head rounds
                         (int(inputs[0][0, 0]) * CFG["channels"], True),
                         (min(set(range(CFG["vocab"])) - set(inputs[0].flatten().tolist())) * CFG["channels"], False)]},

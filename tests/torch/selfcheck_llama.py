@@ -174,7 +174,7 @@ def main():
         run = lambda name, dt, *ex: mirror(inp, os.path.join(d, name), dt, *ex, script="llama_mirror.py")  # noqa: E731
         res = run("out64.safetensors", "float64")
         r32 = run("out32.safetensors", "float32")
-        rm = run("outm.safetensors", "float64", "--mixed")
+        rm = run("outm.safetensors", "float64", "--precision", "mixed")
         check(res["loss"][0] == res["losses"][0] and len(res["losses"]) == S
               and all(f"grad.{n}" in res for n, _ in lm.param_shapes(CFG)), "OUT has loss, losses, all grads")
         d32 = np.max(np.abs(r32["losses"] - res["losses"]))
@@ -185,7 +185,7 @@ def main():
         check_optimizer(inp, res, lm)
         params, cfg, _, _, inputs, targets = lm.load(inp, torch.float64)
         rounded = {n for n, s in lm.param_shapes(CFG) if len(s) == 2 and "embed" not in n}
-        check_mixed("llama", res, rm, params, lambda p, m: lm.forward_loss(p, cfg, inputs[0], targets[0], m),
+        check_mixed("llama", res, rm, params, lambda p, m: lm.forward_loss(p, cfg, inputs[0], targets[0], "mixed" if m else "fp32"),
                     rounded, {}, "model.embed_tokens.weight", ste_exact=True)
         check(np.all(rm["grad.lm_head.weight"][CFG["vocab"]:] == 0), "llama --mixed padded lm_head rows: zero grad")
         check_bad_config(d)
