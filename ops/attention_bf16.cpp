@@ -1,7 +1,10 @@
 #include "ops/attention_bf16.h"
 
+#include <omp.h>
+
 #include <cmath>
 #include <cstddef>
+#include <vector>
 
 namespace reftrain {
 
@@ -24,27 +27,65 @@ void softmax_row(float* p, int t, int Tn, float scale) {
   for (int u = t + 1; u < Tn; ++u) p[u] = 0;
 }
 
+// One engine per thread of mm, each running its products on one thread: the (b, h) pairs are
+// spread over the threads instead of each small product over all of them (a product is the
+// same sum whoever runs it).
+std::vector<MatmulBf16> per_thread(const MatmulBf16& mm) {
+  std::vector<MatmulBf16> engines;
+  engines.reserve(size_t(mm.threads()));
+  for (int i = 0; i < mm.threads(); ++i) engines.emplace_back(mm.path(), 1);
+  return engines;
+}
+
+// The head (b, h) of the forward: S, the softmax, P16, out.
+void forward_head(MatmulBf16& mm, float* out, float* s, bf16* p16, const bf16* q, int Tn, int C,
+                  int hs) {
+  const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
+  const float scale = 1.0f / std::sqrt(float(hs));
+  // S[t,u] = Σ_i q[t,i]·k[u,i]: B = Kᵀ, the key rows read transposed.
+  mm.run({Tn, Tn, hs, q, Trans::kNo, C3, q + C, Trans::kYes, C3, s, size_t(Tn), false, nullptr});
+  for (int t = 0; t < Tn; ++t) softmax_row(s + size_t(t) * Tn, t, Tn, scale);
+  cast_f32_to_bf16_fast(p16, s, TT);
+  mm.run({Tn, hs, Tn, p16, Trans::kNo, size_t(Tn), q + 2 * C, Trans::kNo, C3, out, size_t(C), false,
+          nullptr});
+}
+
+// The head (b, h) of the backward; dp and ds16 [T,T] are this thread's scratch.
+void backward_head(MatmulBf16& mm, float* dq, float* dp, bf16* ds16, const bf16* dout,
+                   const bf16* q, const float* p, const bf16* p16, int Tn, int C, int hs) {
+  const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
+  const float scale = 1.0f / std::sqrt(float(hs));
+  // dP[t,u] = Σ_i dout[t,i]·v[u,i]
+  mm.run({Tn, Tn, hs, dout, Trans::kNo, size_t(C), q + 2 * C, Trans::kYes, C3, dp, size_t(Tn),
+          false, nullptr});
+  for (int t = 0; t < Tn; ++t) {
+    const float* pr = p + size_t(t) * Tn;
+    float* dr = dp + size_t(t) * Tn;
+    float D = 0;
+    for (int u = 0; u <= t; ++u) D += pr[u] * dr[u];
+    for (int u = 0; u < Tn; ++u) dr[u] = u <= t ? pr[u] * (dr[u] - D) * scale : 0.0f;
+  }
+  cast_f32_to_bf16_fast(ds16, dp, TT);
+  // dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut
+  mm.run({Tn, hs, Tn, ds16, Trans::kNo, size_t(Tn), q + C, Trans::kNo, C3, dq, C3, true, nullptr});
+  mm.run({Tn, hs, Tn, ds16, Trans::kYes, size_t(Tn), q, Trans::kNo, C3, dq + C, C3, true, nullptr});
+  mm.run({Tn, hs, Tn, p16, Trans::kYes, size_t(Tn), dout, Trans::kNo, size_t(C), dq + 2 * C, C3,
+          true, nullptr});
+}
+
 }  // namespace
 
 void attention_forward_bf16(MatmulBf16& mm, float* out, float* att, bf16* att16, const bf16* qkv16,
                             int B, int Tn, int C, int NH) {
   const int hs = C / NH;
-  const float scale = 1.0f / std::sqrt(float(hs));
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
-      const bf16* q = qkv16 + size_t(b) * Tn * C3 + size_t(h) * hs;
-      float* s = att + (size_t(b) * NH + h) * TT;
-      bf16* p16 = att16 + (size_t(b) * NH + h) * TT;
-      // S[t,u] = Σ_i q[t,i]·k[u,i]: B = Kᵀ, the key rows read transposed.
-      mm.run(
-          {Tn, Tn, hs, q, Trans::kNo, C3, q + C, Trans::kYes, C3, s, size_t(Tn), false, nullptr});
-#pragma omp parallel for schedule(static)
-      for (int t = 0; t < Tn; ++t) softmax_row(s + size_t(t) * Tn, t, Tn, scale);
-      cast_f32_to_bf16_fast(p16, s, TT);
-      mm.run({Tn, hs, Tn, p16, Trans::kNo, size_t(Tn), q + 2 * C, Trans::kNo, C3,
-              out + size_t(b) * Tn * C + size_t(h) * hs, size_t(C), false, nullptr});
-    }
+  std::vector<MatmulBf16> engines = per_thread(mm);
+#pragma omp parallel for schedule(dynamic) num_threads(mm.threads())
+  for (int bh = 0; bh < B * NH; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    forward_head(engines[size_t(omp_get_thread_num())], out + size_t(b) * Tn * C + size_t(h) * hs,
+                 att + size_t(bh) * TT, att16 + size_t(bh) * TT,
+                 qkv16 + size_t(b) * Tn * C3 + size_t(h) * hs, Tn, C, hs);
   }
 }
 
@@ -52,35 +93,15 @@ void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16,
                              const bf16* qkv16, const float* att, const bf16* att16, int B, int Tn,
                              int C, int NH) {
   const int hs = C / NH;
-  const float scale = 1.0f / std::sqrt(float(hs));
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
-      const bf16* q = qkv16 + size_t(b) * Tn * C3 + size_t(h) * hs;
-      const bf16* dout = dout16 + size_t(b) * Tn * C + size_t(h) * hs;
-      const float* p = att + (size_t(b) * NH + h) * TT;
-      const bf16* p16 = att16 + (size_t(b) * NH + h) * TT;
-      float* dq = dqkv + size_t(b) * Tn * C3 + size_t(h) * hs;
-      // dP[t,u] = Σ_i dout[t,i]·v[u,i]
-      mm.run({Tn, Tn, hs, dout, Trans::kNo, size_t(C), q + 2 * C, Trans::kYes, C3, dp, size_t(Tn),
-              false, nullptr});
-#pragma omp parallel for schedule(static)
-      for (int t = 0; t < Tn; ++t) {
-        const float* pr = p + size_t(t) * Tn;
-        float* dr = dp + size_t(t) * Tn;
-        float D = 0;
-        for (int u = 0; u <= t; ++u) D += pr[u] * dr[u];
-        for (int u = 0; u < Tn; ++u) dr[u] = u <= t ? pr[u] * (dr[u] - D) * scale : 0.0f;
-      }
-      cast_f32_to_bf16_fast(ds16, dp, TT);
-      // dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut
-      mm.run(
-          {Tn, hs, Tn, ds16, Trans::kNo, size_t(Tn), q + C, Trans::kNo, C3, dq, C3, true, nullptr});
-      mm.run({Tn, hs, Tn, ds16, Trans::kYes, size_t(Tn), q, Trans::kNo, C3, dq + C, C3, true,
-              nullptr});
-      mm.run({Tn, hs, Tn, p16, Trans::kYes, size_t(Tn), dout, Trans::kNo, size_t(C), dq + 2 * C, C3,
-              true, nullptr});
-    }
+  std::vector<MatmulBf16> engines = per_thread(mm);
+#pragma omp parallel for schedule(dynamic) num_threads(mm.threads())
+  for (int bh = 0; bh < B * NH; ++bh) {
+    const int b = bh / NH, h = bh % NH, me = omp_get_thread_num();
+    const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;
+    backward_head(engines[size_t(me)], dqkv + head, dp + size_t(me) * TT, ds16 + size_t(me) * TT,
+                  dout16 + size_t(b) * Tn * C + size_t(h) * hs, qkv16 + head, att + size_t(bh) * TT,
+                  att16 + size_t(bh) * TT, Tn, C, hs);
   }
 }
 

@@ -9,8 +9,9 @@
 // The products over keys run over all T positions (K = T, the masked p being exact zeros), so a
 // row's sum has one fixed length and blocking whatever the row. The probabilities are
 // materialised ([B,NH,T,T] in f32 for the backward and in bf16 for the product).
-// Every product goes through the MatmulBf16 passed in: Bf16Path::kReference is the reference,
-// the fast paths give the same bits (tests/ops/test_bf16.cpp).
+// Every product runs on the MatmulBf16's path: Bf16Path::kReference is the reference, the fast
+// paths give the same bits (tests/ops/test_bf16.cpp). The (b, h) pairs are spread over
+// mm.threads() threads, each running its head's products on one thread.
 #pragma once
 
 #include "ops/bf16.h"
@@ -23,7 +24,8 @@ void attention_forward_bf16(MatmulBf16& mm, float* out, float* att, bf16* att16,
                             int B, int Tn, int C, int NH);
 
 // Accumulates (+=) into dqkv [B,T,3C] f32. dout16 [B,T,C] is the output gradient rounded to
-// bf16; dp [T,T] f32 and ds16 [T,T] bf16 are scratch.
+// bf16; dp [mm.threads(),T,T] f32 and ds16 [mm.threads(),T,T] bf16 are scratch (one [T,T] each
+// per thread).
 void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16, const bf16* dout16,
                              const bf16* qkv16, const float* att, const bf16* att16, int B, int Tn,
                              int C, int NH);

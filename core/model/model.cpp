@@ -60,8 +60,9 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
   b16_.in = AlignedBuffer<bf16>(N * widest_input(cfg));
   b16_.dout = AlignedBuffer<bf16>(N * widest_output(cfg));
   b16_.att = AlignedBuffer<bf16>(size_t(o.batch) * cfg.heads * TT);
-  b16_.ds = AlignedBuffer<bf16>(TT);
-  b16_.dp = AlignedBuffer<float>(TT);
+  const size_t per_thread = size_t(b16_.mm->threads()) * TT;  // the attention backward's
+  b16_.ds = AlignedBuffer<bf16>(per_thread);
+  b16_.dp = AlignedBuffer<float>(per_thread);
 }
 
 double init_std(ParamInit init, int layers) {
@@ -284,10 +285,10 @@ size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind att
 
 size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, int T) {
   if (precision != Precision::kBf16) return 0;
-  const size_t N = size_t(B) * T, TT = size_t(T) * T;
+  const size_t N = size_t(B) * T, TT = size_t(T) * T, threads = size_t(omp_get_max_threads());
   const size_t halves =
-      N * (widest_input(cfg) + widest_output(cfg)) + size_t(B) * cfg.heads * TT + TT;
-  return halves * sizeof(bf16) + TT * sizeof(float);
+      N * (widest_input(cfg) + widest_output(cfg)) + size_t(B) * cfg.heads * TT + threads * TT;
+  return halves * sizeof(bf16) + threads * TT * sizeof(float);
 }
 
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul) {

@@ -203,8 +203,8 @@ class Model {
   // bf16 precision only (empty otherwise): the weights' bf16 mirror, the product engine on the
   // kernel column's path, and the bf16 copies of a product's operands: `in` [B·T, widest input
   // of a product] (an activation, or qkv), `dout` [B·T, widest output] (a gradient), `att`
-  // [B,NH,T,T] (the probabilities), `ds` [T,T] and `dp` [T,T] (the attention backward's scratch,
-  // and the decode's row).
+  // [B,NH,T,T] (the probabilities), `ds` and `dp` [threads,T,T] (the attention backward's
+  // scratch, one [T,T] per thread; the decode's row).
   AlignedBuffer<bf16> wb16_;
   struct Bf16Work {
     std::unique_ptr<MatmulBf16> mm;

@@ -234,8 +234,8 @@ TEST(Bf16Attention, EveryPathEqualsReferenceAndIsTheAttention) {
   const size_t TT = size_t(Tn) * Tn, att_n = size_t(B) * NH * TT;
   auto run = [&](Bf16Path path, int threads, std::vector<float>& out, std::vector<float>& dqkv) {
     MatmulBf16 mm(path, threads);
-    std::vector<float> att(att_n), dp(TT);
-    std::vector<bf16> att16(att_n), ds16(TT);
+    std::vector<float> att(att_n), dp(threads * TT);
+    std::vector<bf16> att16(att_n), ds16(threads * TT);
     out.assign(dout.size(), 0.0f);
     dqkv.assign(qkv.size(), 0.5f);
     attention_forward_bf16(mm, out.data(), att.data(), att16.data(), qkv16.data(), B, Tn, C, NH);
@@ -259,6 +259,35 @@ TEST(Bf16Attention, EveryPathEqualsReferenceAndIsTheAttention) {
                      NH);
   for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out_ref[i], out32[i], 0.02f) << i;
   for (size_t i = 0; i < dqkv.size(); ++i) EXPECT_NEAR(dqkv_ref[i], dqkv32[i], 0.05f) << i;
+}
+
+// The decode row (a KV cache's next position) has the bits of the same row of a forward over
+// rows 0..pos, on every path: its products run over pos+1 keys instead of T, and the terms past
+// pos are zeros in the forward.
+TEST(Bf16Attention, DecodeRowEqualsTheForwardsRow) {
+  const int Tn = 45, C = 24, NH = 3;
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd;
+  std::vector<float> qkv(size_t(Tn) * 3 * C);
+  for (float& x : qkv) x = nd(rng);
+  std::vector<bf16> qkv16(qkv.size());
+  cast_f32_to_bf16(qkv16.data(), qkv.data(), qkv.size());
+  for (Bf16Path path :
+       {Bf16Path::kReference, Bf16Path::kEmulated, Bf16Path::kDpbf16, Bf16Path::kAmx}) {
+    if (!bf16_path_available(path)) continue;
+    MatmulBf16 mm(path, 2);
+    for (int pos : {0, 1, 31, 32, 44}) {
+      const int n = pos + 1;
+      std::vector<float> out(size_t(n) * C), att(size_t(NH) * n * n), row(C), p(n);
+      std::vector<bf16> att16(att.size()), p16(n);
+      attention_forward_bf16(mm, out.data(), att.data(), att16.data(), qkv16.data(), 1, n, C, NH);
+      attention_decode_bf16(mm, row.data(), p.data(), p16.data(), qkv16.data(), pos, C, NH);
+      for (int c = 0; c < C; ++c) {
+        ASSERT_EQ(bits(row[c]), bits(out[size_t(pos) * C + c]))
+            << bf16_path_name(path) << " pos " << pos << " c " << c;
+      }
+    }
+  }
 }
 
 TEST(Bf16Matmul, ReportsItsPaths) {
