@@ -106,7 +106,8 @@ void attention_decode_bf16(MatmulBf16& mm, float* out, float* p, bf16* p16, cons
 // As the bf16 linear products: one function, the MatmulBf16 passed in picks the path.
 std::vector<KernelRecord> attention_bf16_records() {
   using namespace record;
-  const std::string h = "ops/attention_bf16.h", tests = "tests/ops/test_bf16.cpp";
+  const std::string h = "ops/attention_bf16.h",
+                    tests = "tests/ops/test_bf16.cpp, tests/golden/test_golden_bf16.cpp";
   const std::string variants =
       "the MatmulBf16's Bf16Path: reference, emulated, dpbf16, amx (all bit-identical)";
   const std::string how =

@@ -162,7 +162,7 @@ std::vector<KernelRecord> cast_bf16_records() {
        "bf16.wgsl:cast_f32_to_bf16",
        "docs/numerics.md",
        "",
-       "tests/ops/test_bf16.cpp",
+       "tests/ops/test_bf16.cpp, tests/golden/test_golden_bf16.cpp",
        ""},
   };
 }

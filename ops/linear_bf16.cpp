@@ -32,7 +32,8 @@ void linear_backward_weight_bf16(MatmulBf16& mm, float* dw, float* db, const flo
 // passed in, on Bf16Path::kReference or on the best path (ops/matmul_bf16.h).
 std::vector<KernelRecord> linear_bf16_records() {
   using namespace record;
-  const std::string h = "ops/linear_bf16.h", tests = "tests/ops/test_bf16.cpp";
+  const std::string h = "ops/linear_bf16.h",
+                    tests = "tests/ops/test_bf16.cpp, tests/golden/test_golden_bf16.cpp";
   const std::string variants =
       "the MatmulBf16's Bf16Path: reference, emulated, dpbf16, amx (all bit-identical)";
   const std::string how =
