@@ -111,7 +111,7 @@ std::vector<KernelRecord> attention_bf16_records() {
   const std::string variants =
       "the MatmulBf16's Bf16Path: reference, emulated, dpbf16, amx (all bit-identical)";
   const std::string how =
-      "its four products on MatmulBf16's best path (AMX, VDPBF16PS or FMAs under FTZ|DAZ); "
+      "its four products on MatmulBf16's best path (AMX, VDPBF16PS or FMAs under FTZ and DAZ); "
       "bit-identical";
   const std::string page = "docs/numerics.md";
   return {
@@ -128,7 +128,7 @@ std::vector<KernelRecord> attention_bf16_records() {
        "attention_forward_bf16",
        how,
        variants,
-       "attention_bf16.wgsl attention_bf16.wgsl:attention_forward_bf16_round "
+       "attention_bf16.wgsl attention_bf16.wgsl:attention_round_bf16 "
        "attention_bf16.wgsl:attention_forward_bf16_out",
        page,
        "",
@@ -148,7 +148,7 @@ std::vector<KernelRecord> attention_bf16_records() {
        "attention_backward_bf16",
        how,
        variants,
-       "attention_bf16.wgsl attention_bf16.wgsl:attention_backward_bf16_round "
+       "attention_bf16.wgsl attention_bf16.wgsl:attention_round_bf16 "
        "attention_bf16.wgsl:attention_backward_bf16_dqkv",
        page,
        "",

@@ -37,7 +37,7 @@ std::vector<KernelRecord> linear_bf16_records() {
   const std::string variants =
       "the MatmulBf16's Bf16Path: reference, emulated, dpbf16, amx (all bit-identical)";
   const std::string how =
-      "on MatmulBf16's best path (AMX tiles, VDPBF16PS, or FMAs under FTZ|DAZ): packed panels, "
+      "on MatmulBf16's best path (AMX tiles, VDPBF16PS, or FMAs under FTZ and DAZ): packed panels, "
       "threads over M×N; bit-identical";
   const std::string page = "docs/numerics.md", wgsl = "linear_bf16.wgsl";
   const std::string bench = "bench/bench_bf16.cpp (one layer's three products, fp32 and bf16)";
