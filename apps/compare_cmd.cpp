@@ -82,11 +82,12 @@ std::string format(const char* fmt, double v) {
 
 // The tolerance of tensor `name`: the command line's when given; else the one the reference
 // file states in its "tolerances" metadata (kernel fixtures), exact for tensors it does not
-// list; else the default.
+// list; else the default by dtype and kernel (default_tolerance: bf16's for bf16 tensors and
+// the calls of bf16 kernels).
 Tolerance tolerance_for(const std::string& name, const SafetensorsFile& ref, const CompareArgs& a) {
   if (a.tol_given) return a.tol;
   const auto it = ref.metadata.find("tolerances");
-  if (it == ref.metadata.end()) return a.tol;
+  if (it == ref.metadata.end()) return default_tolerance(name, ref.tensors.at(name), a.tol);
   // Metadata strings escape the header's depth limit: checked here before parsing.
   const Json all = json_nested_deeper_than(it->second, 16)
                        ? Json(Json::value_t::discarded)

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <vector>
 
+#include "ops/kernel_record.h"
+
 namespace reftrain {
 
 namespace {
@@ -119,6 +121,61 @@ void attention_decode_bf16(MatmulBf16& mm, float* out, float* p, bf16* p16, cons
     mm.run({1, hs, n, p16, Trans::kNo, size_t(n), k + C, Trans::kNo, C3, out + size_t(h) * hs,
             size_t(C), false, nullptr});
   }
+}
+
+// ---- the records -----------------------------------------------------------------------
+// As the bf16 linear products: one function, the MatmulBf16 passed in picks the path.
+std::vector<KernelRecord> attention_bf16_records() {
+  using namespace record;
+  const std::string h = "ops/attention_bf16.h",
+                    tests = "tests/ops/test_bf16.cpp, tests/golden/test_golden_bf16.cpp";
+  const std::string variants =
+      "the MatmulBf16's Bf16Path: reference, emulated, dpbf16, amx (all bit-identical)";
+  const std::string how =
+      "its four products on MatmulBf16's best path (AMX, VDPBF16PS or FMAs under FTZ and DAZ); "
+      "bit-identical";
+  const std::string page = "docs/numerics.md";
+  return {
+      {"attention_forward_bf16",
+       "causal: S = Q·Kᵀ (bf16 product); att = softmax_u≤t(S/√hs) (f32); att16 = bf16(att); "
+       "out = att16·V (bf16 product over all T keys)",
+       {out("out", "f32", "[B,T,C]"), out("att", "f32", "[B,NH,T,T]"),
+        out("att16", "bf16", "[B,NH,T,T]"), in("qkv16", "bf16", "[B,T,3C]"), scalar("B"),
+        scalar("T"), scalar("C"), scalar("NH")},
+       "",
+       "",
+       h,
+       "attention_forward_bf16",
+       "attention_forward_bf16",
+       how,
+       variants,
+       "attention_bf16.wgsl attention_bf16.wgsl:attention_round_bf16 "
+       "attention_bf16.wgsl:attention_forward_bf16_out",
+       page,
+       "",
+       tests,
+       ""},
+      {"attention_backward_bf16",
+       "dP = dOut16·Vᵀ; ds = att·(dP − Σ_u att·dP)/√hs (f32); dS = bf16(ds); dQ ⊕= dS·K; "
+       "dK ⊕= dSᵀ·Q; dV ⊕= att16ᵀ·dOut16 (bf16 products)",
+       {inout("dqkv", "f32", "[B,T,3C]"), scratch("dp", "[T,T]"), scratch("ds16", "[T,T]", "bf16"),
+        in("dout16", "bf16", "[B,T,C]"), in("qkv16", "bf16", "[B,T,3C]"),
+        in("att", "f32", "[B,NH,T,T]"), in("att16", "bf16", "[B,NH,T,T]"), scalar("B"), scalar("T"),
+        scalar("C"), scalar("NH")},
+       "",
+       "",
+       h,
+       "attention_backward_bf16",
+       "attention_backward_bf16",
+       how,
+       variants,
+       "attention_bf16.wgsl attention_bf16.wgsl:attention_round_bf16 "
+       "attention_bf16.wgsl:attention_backward_bf16_dqkv",
+       page,
+       "",
+       tests,
+       ""},
+  };
 }
 
 }  // namespace reftrain

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/kernel_record.h"
 #include "simd/bf16.h"
 
 namespace reftrain {
@@ -141,6 +142,29 @@ float dot_bf16_canonical(float c0, const bf16* a, size_t as, const bf16* b, size
     c = add_flush(c, add_flush(even, odd));
   }
   return c;
+}
+
+// ---- the records -----------------------------------------------------------------------
+std::vector<KernelRecord> cast_bf16_records() {
+  using namespace record;
+  return {
+      {"cast_f32_to_bf16",
+       "dst = bf16(src): round to nearest, ties to even; a bf16-subnormal result → ±0; any NaN "
+       "→ 0x7FC0",
+       {out("dst", "bf16", "[n]"), in("src", "f32", "[n]"), scalar("n")},
+       "",
+       "",
+       "ops/bf16.h",
+       "cast_f32_to_bf16, f32_to_bf16",
+       "cast_f32_to_bf16_fast",
+       "threaded, simd::kBf16Lanes at a time in integer lanes (simd/bf16.h); bit-identical",
+       "",
+       "bf16.wgsl:cast_f32_to_bf16",
+       "docs/numerics.md",
+       "",
+       "tests/ops/test_bf16.cpp, tests/golden/test_golden_bf16.cpp",
+       ""},
+  };
 }
 
 }  // namespace reftrain

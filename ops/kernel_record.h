@@ -21,7 +21,7 @@ enum class BindingRole { kIn, kOut, kInOut, kScalar, kScratch };
 struct KernelBinding {
   std::string name;  // the tensor's name in fixtures and dumps
   BindingRole role;
-  std::string dtype;  // "f32", "f16", "i32", "u8 (u32 words)", "u32", "f64"
+  std::string dtype;  // "f32", "f16", "bf16", "i32", "u8 (u32 words)", "u32", "f64"
   std::string shape;  // in the params' letters, "[N,C]", "[4·ceil(size/4)]"; "[]" for scalars
   std::string wgsl;   // the GPU study's variable, where it is named otherwise
 };
@@ -53,8 +53,9 @@ inline KernelBinding inout(std::string name, std::string dtype, std::string shap
 inline KernelBinding scalar(std::string name, std::string dtype = "u32") {
   return {std::move(name), BindingRole::kScalar, std::move(dtype), "[]", ""};
 }
-inline KernelBinding scratch(std::string name, std::string shape) {
-  return {std::move(name), BindingRole::kScratch, "f32", std::move(shape), ""};
+// Scratch is f32 unless its dtype says otherwise (the bf16 attention's ds16).
+inline KernelBinding scratch(std::string name, std::string shape, std::string dtype = "f32") {
+  return {std::move(name), BindingRole::kScratch, std::move(dtype), std::move(shape), ""};
 }
 }  // namespace record
 
@@ -72,11 +73,14 @@ size_t shape_numel(const std::string& shape, std::initializer_list<Dim> dims);
 std::vector<KernelRecord> embed_records();
 std::vector<KernelRecord> norm_records();
 std::vector<KernelRecord> linear_records();
+std::vector<KernelRecord> linear_bf16_records();  // ops/linear_bf16.cpp
 std::vector<KernelRecord> rope_records();
 std::vector<KernelRecord> attention_records();
+std::vector<KernelRecord> attention_bf16_records();  // ops/attention_bf16.cpp
 std::vector<KernelRecord> activation_records();
 std::vector<KernelRecord> loss_records();
 std::vector<KernelRecord> residual_records();
 std::vector<KernelRecord> cast_records();
+std::vector<KernelRecord> cast_bf16_records();  // ops/bf16.cpp
 
 }  // namespace reftrain

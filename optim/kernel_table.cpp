@@ -113,10 +113,10 @@ KernelTable kernel_table(Kernels column) {
 const std::vector<KernelRecord>& kernel_records() {
   static const std::vector<KernelRecord> all = [] {
     std::vector<KernelRecord> v;
-    for (auto family :
-         {embed_records, norm_records, linear_records, rope_records, attention_records,
-          activation_records, loss_records, residual_records, cast_records, grad_norm_records,
-          adamw_records, adamw_8bit_records, grad_accum_records}) {
+    for (auto family : {embed_records, norm_records, linear_records, linear_bf16_records,
+                        rope_records, attention_records, attention_bf16_records, activation_records,
+                        loss_records, residual_records, cast_records, cast_bf16_records,
+                        grad_norm_records, adamw_records, adamw_8bit_records, grad_accum_records}) {
       for (KernelRecord& r : family()) v.push_back(std::move(r));
     }
     return v;

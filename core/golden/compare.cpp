@@ -15,7 +15,7 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 bool is_float(DType d) {
-  return d == DType::kF64 || d == DType::kF32 || d == DType::kF16;
+  return d == DType::kF64 || d == DType::kF32 || d == DType::kF16 || d == DType::kBF16;
 }
 
 // Element i of a tensor as a double (exact for every dtype reftrain reads: f16, bf16, f32, f64,
@@ -156,6 +156,28 @@ Tolerance Tolerance::from_json(const Json& j, const std::string& where) {
   }
   if (!t.allclose && t.max_nmse < 0 && t.max_ulp < 0) throw bad("names no criterion");
   return t;
+}
+
+Tolerance bf16_tolerance() {
+  Tolerance t;
+  t.rtol = 1.6e-2, t.atol = 1e-5;
+  t.why =
+      "a bf16 kernel: PyTorch assert_close's bf16 default; twins that sum in the canonical order "
+      "reproduce the products bit for bit, and a probability that the GPU's exp rounds to the "
+      "neighbouring bf16 moves an output by ~2^-8 of its term";
+  return t;
+}
+
+Tolerance default_tolerance(const std::string& name, const SafeTensor& ref,
+                            const Tolerance& fallback) {
+  if (ref.dtype == DType::kBF16) return bf16_tolerance();
+  // A dump's tensor name is "<call>.<binding>": the kernel is the part before the last dot.
+  const size_t dot = name.rfind('.');
+  const std::string call = dot == std::string::npos ? "" : name.substr(0, dot);
+  const std::string suffix = "_bf16";
+  const bool bf16_call = call.size() > suffix.size() &&
+                         call.compare(call.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return bf16_call ? bf16_tolerance() : fallback;
 }
 
 TensorDiff compare_tensor(const std::string& name, const SafeTensor& ref, const SafeTensor& got,

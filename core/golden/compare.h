@@ -34,6 +34,16 @@ struct Tolerance {
   static Tolerance from_json(const Json& j, const std::string& where);
 };
 
+// bf16 kernels' outputs: |x − r| ≤ 1e-5 + 1.6e-2·|r| (PyTorch assert_close's bf16 default).
+// A bf16 kernel is one with a bf16 binding (its name ends in _bf16); its f32 outputs are judged
+// so too, since they are sums of bf16 products (docs/golden-format.md, "Tolerances").
+Tolerance bf16_tolerance();
+// The tolerance of a tensor no option and no file states one for: bf16_tolerance() for a BF16
+// tensor and for every tensor of a bf16 kernel's call in a kernel-call dump
+// ("NNNN.<layer>.<kernel>_bf16.<binding>"), else `fallback` (compare's --rtol/--atol defaults).
+Tolerance default_tolerance(const std::string& name, const SafeTensor& ref,
+                            const Tolerance& fallback);
+
 struct TensorDiff {
   std::string name;
   std::string dtype;  // the reference's

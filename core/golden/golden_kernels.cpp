@@ -1,5 +1,6 @@
 #include "core/golden/golden_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -109,8 +110,12 @@ KernelSpec record_kernel(const std::string& name, Family family,
                make,
                run_f32,
                run_f64};
+  const bool bf16 = std::any_of(k.bindings.begin(), k.bindings.end(),
+                                [](const Binding& b) { return b.dtype == "bf16"; });
   for (const Binding& b : k.bindings) {
-    if (b.role == Role::kOut || b.role == Role::kInOut) k.tolerances[b.name] = op_tolerance();
+    if (b.role == Role::kOut || b.role == Role::kInOut) {
+      k.tolerances[b.name] = bf16 ? bf16_tolerance() : op_tolerance();
+    }
   }
   return k;
 }
@@ -198,6 +203,7 @@ const std::vector<KernelSpec>& golden_kernels() {
     add_residual_kernels(v);
     add_cast_kernels(v);
     add_adamw_kernels(v);
+    add_bf16_kernels(v);
     return v;
   }();
   return all;
@@ -297,6 +303,15 @@ std::vector<uint16_t> FixtureIo<T>::halves(const std::string& name) const {
 }
 
 template <typename T>
+std::vector<uint16_t> FixtureIo<T>::bf16_bits(const std::string& name) const {
+  const SafeTensor& t = tensor(name);
+  if (t.dtype != DType::kBF16) throw std::invalid_argument(name + " is not BF16");
+  std::vector<uint16_t> v(t.numel());
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+template <typename T>
 std::vector<uint8_t> FixtureIo<T>::bytes(const std::string& name) const {
   return tensor(name).template as<uint8_t>();
 }
@@ -373,15 +388,17 @@ Json kernel_manifest(const KernelSpec& k, const SafetensorsFile& fixture, uint64
       cases[c]["optional"] = "gradients hold NaN and Inf; WGSL may assume there are none";
     }
   }
-  return {{"name", k.name},
-          {"file", k.name + ".safetensors"},
-          {"family", family_name(k.family)},
-          {"twin", {{"file", k.twin_file}, {"entry", k.twin_entry}, {"seed", k.twin_seed}}},
-          {"math", k.math},
-          {"bindings", bindings},
-          {"tolerances", tols},
-          {"seed", seed},
-          {"cases", cases}};
+  Json entry = {{"name", k.name},
+                {"file", k.name + ".safetensors"},
+                {"family", family_name(k.family)},
+                {"twin", {{"file", k.twin_file}, {"entry", k.twin_entry}, {"seed", k.twin_seed}}},
+                {"math", k.math},
+                {"bindings", bindings},
+                {"tolerances", tols},
+                {"seed", seed},
+                {"cases", cases}};
+  if (!k.numerics.is_null()) entry["numerics"] = k.numerics;
+  return entry;
 }
 
 Json kernels_manifest(const std::string& arch, uint64_t seed, FixtureScale scale, Json kernels) {

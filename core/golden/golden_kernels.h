@@ -57,6 +57,9 @@ struct KernelSpec {
   // instantiation; null for kernels that exist in float only).
   void (*run_f32)(FixtureIo<float>& io, const KernelDims& d);
   void (*run_f64)(FixtureIo<double>& io, const KernelDims& d);
+  // What a twin must reproduce beyond the math line (the bf16 kernels' order and subnormal
+  // band), the manifest entry's "numerics"; null (left out) for the others.
+  Json numerics = nullptr;
 };
 
 // Every kernel, in pipeline order.
@@ -136,7 +139,8 @@ class FixtureIo {
       : in_(in), out_(out), prefix_(std::move(case_name) + ".") {}
   std::vector<T> get(const std::string& name) const;  // an F32 input as T
   std::vector<int32_t> ints(const std::string& name) const;
-  std::vector<uint16_t> halves(const std::string& name) const;  // F16 bit patterns
+  std::vector<uint16_t> halves(const std::string& name) const;     // F16 bit patterns
+  std::vector<uint16_t> bf16_bits(const std::string& name) const;  // BF16 bit patterns
   std::vector<uint8_t> bytes(const std::string& name) const;
   void put(const std::string& name, std::vector<int64_t> shape, const std::vector<T>& v);
   void put_raw(const std::string& name, DType dtype, std::vector<int64_t> shape, const void* data);
@@ -155,7 +159,8 @@ Tolerance close(double rtol, double atol, std::string why);
 // An f32 op's output: NMSE ≤ 1e-9 (ggml test-backend-ops' metric, 100x its default 1e-7).
 Tolerance op_tolerance();
 // The fixture of kernel `name`: its math, bindings and GPU twin from its record, the cases small
-// and awkward, op_tolerance() for every output.
+// and awkward, and for every output op_tolerance(), or bf16_tolerance() (core/golden/compare.h)
+// when a binding of the kernel is bf16.
 KernelSpec record_kernel(const std::string& name, Family family,
                          Json (*make)(FixtureGen&, const KernelDims&),
                          void (*run_f32)(FixtureIo<float>&, const KernelDims&),
@@ -188,5 +193,6 @@ void add_loss_kernels(std::vector<KernelSpec>& v);
 void add_residual_kernels(std::vector<KernelSpec>& v);
 void add_cast_kernels(std::vector<KernelSpec>& v);
 void add_adamw_kernels(std::vector<KernelSpec>& v);
+void add_bf16_kernels(std::vector<KernelSpec>& v);  // golden_kernels_bf16.cpp, after adamw
 
 }  // namespace reftrain

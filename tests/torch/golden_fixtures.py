@@ -22,7 +22,7 @@ import sys
 import numpy as np
 
 DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4", "U16": "<u2", "U8": "u1"}
-BINDING_DTYPES = {"f32": "F32", "f16": "F16", "i32": "I32", "u8 (u32 words)": "U8"}
+BINDING_DTYPES = {"f32": "F32", "f16": "F16", "bf16": "BF16", "i32": "I32", "u8 (u32 words)": "U8"}
 failures = []
 
 
@@ -43,7 +43,11 @@ def load(path):
     tensors, dtypes = {}, {}
     for name, e in header.items():
         begin, end = e["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
+        if e["dtype"] == "BF16":  # numpy has no bf16: its values as float32 (the top 16 bits)
+            bits = np.frombuffer(data[begin:end], dtype="<u2").astype(np.uint32) << 16
+            tensors[name] = bits.view(np.float32).reshape(e["shape"])
+        else:
+            tensors[name] = np.frombuffer(data[begin:end], dtype=DTYPES[e["dtype"]]).reshape(e["shape"])
         dtypes[name] = e["dtype"]
     return tensors, dtypes, meta
 
@@ -231,6 +235,11 @@ ORACLES = {
     "linear_backward_data_f16": lambda t, p: {"dinp": t["dinp_in"] + t["dout"] @ t["w16"].astype(F)},
     "linear_backward_weight": lambda t, p: {"dw": t["dw_in"] + t["dout"].T @ t["inp"],
                                             "db": t["db_in"] + t["dout"].sum(0)},
+    # The bf16 products: BLAS float32 on the bf16 values (exact products, another order).
+    "linear_forward_bf16": lambda t, p: {"out": t["inp16"] @ t["w16"].T + t["b"]},
+    "linear_backward_data_bf16": lambda t, p: {"dinp": t["dinp_in"] + t["dout16"] @ t["w16"]},
+    "linear_backward_weight_bf16": lambda t, p: {"dw": t["dw_in"] + t["dout16"].T @ t["inp16"],
+                                                 "db": t["db_in"] + t["dout"].sum(0)},
     "rope_forward": lambda t, p: {"out": rotate(t["x"], p, F(1))},
     "rope_backward": lambda t, p: {"dx": t["dx_in"] + rotate(t["dout"], p, F(-1))},
     "attention_forward": attention,

@@ -7,9 +7,11 @@
 //     a twin fails;
 //  2. a twin with a planted bug (residual_forward off by one at the last element) must fail in
 //     the harness and make compare exit 1;
+//     the bf16 twins' outputs must be the fixtures' bits (0 ulps), but for the attention's f32
+//     probabilities (WGSL's exp is not the C library's);
 //  3. the f16 cast's checklist on the GPU: saturation, exact 1.0, subnormals, ties to even;
 //  4. the packaged command (bin/reftrain-webgpu.mjs) as a backend drives it: `--without f16`
-//     passes every f32 case and reports every f16 one not run; `--cases` picks cases; `--repeat
+//     passes every f32 and bf16 case and reports every f16 one not run; `--cases` picks cases; `--repeat
 //     3` fails a kernel whose bits change between runs that one run passes; a kernel that adds
 //     into an output fails unless its entry asks for it zeroed (`zero`); bad registry entries
 //     (unknown field or kernel, a binding the manifest lacks, a wrong access, a WGSL declaration
@@ -61,6 +63,23 @@ function agree(what, rows, fix, out, subset) {
   if ((cmp.status === 0) !== (failed.length === 0)) fail(`${what}: the harness and reftrain compare disagree`);
 }
 
+// The bf16 twins keep the canonical order, so beyond the bf16 tolerance the judge applies, the
+// cast's and the linear products' outputs must be the fixture's bits (0 ulps) and the
+// attention's all but the f32 probabilities, where only exp differs.
+const bf16Exact = /^(cast_f32_to_bf16|linear_\w+_bf16)$/;
+function checkBf16Bits(arch, fix, rows) {
+  const manifest = JSON.parse(readFileSync(join(fix, 'manifest.json'), 'utf8'));
+  const outputs = Object.fromEntries(manifest.kernels.map((k) => [k.name, k.bindings.filter((b) => b.role === 'out' || b.role === 'inout').map((b) => b.name)]));
+  const bf16 = rows.filter((r) => r.kernel.endsWith('_bf16'));
+  if (bf16.length !== 12) fail(`${arch}: ${bf16.length} bf16 cases ran, 12 expected`);
+  for (const r of bf16) {
+    const outs = r.tensors.filter((t) => outputs[r.kernel].includes(t.name.slice(r.case.length + 1)));
+    const inexact = outs.filter((t) => t.ulp !== 0 && (bf16Exact.test(r.kernel) || !t.name.endsWith('.att')));
+    console.log(`${arch} bf16 ${r.kernel}/${r.case}: ${outs.map((t) => `${t.name.slice(r.case.length + 1)} ${t.ulp} ulp, nmse ${t.nmse.toExponential(1)}`).join('; ')}`);
+    if (inexact.length) fail(`${arch}: ${r.kernel}/${r.case}: ${inexact.map((t) => `${t.name} ${t.ulp} ulp`).join(', ')} (0 expected)`);
+  }
+}
+
 async function checkArch(device, arch) {
   const fix = join(work, arch, 'fixtures');
   rmSync(join(work, arch), { recursive: true, force: true });
@@ -75,6 +94,7 @@ async function checkArch(device, arch) {
     // A form that runs only some fixtures (v.only) is compared on those: compare --subset, with
     // the count of what ran checked, since --subset does not notice a file not written.
     agree(`${arch} ${v.name}`, rows, fix, out, Boolean(v.only));
+    if (v.name === 'naive') checkBf16Bits(arch, fix, rows);
     const ran = new Set(rows.map((r) => r.kernel));
     if (v.only && ran.size !== v.only.filter((n) => existsSync(join(fix, `${n}.safetensors`))).length) {
       fail(`${arch}/${v.name}: ran ${[...ran].join(' ')} of ${v.only.join(' ')}`);
@@ -195,8 +215,10 @@ function checkHarness() {
   const json = join(work, 'without-f16.json');
   const r = harness(['kernels', fix, '--without', 'f16', '--json', json]);
   const rows = existsSync(json) ? JSON.parse(readFileSync(json, 'utf8')).rows : [];
-  const f16 = rows.filter((x) => /_f16|cast_/.test(x.kernel));
-  const bad = rows.filter((x) => (/_f16|cast_/.test(x.kernel) ? x.verdict !== 'not run' || !/shader-f16/.test(x.why) : x.verdict !== 'ok'));
+  // f16 kernels: f16 a word of the name (the bf16 ones need no shader-f16 and run).
+  const isF16 = (k) => /(^|_)f16(_|$)/.test(k);
+  const f16 = rows.filter((x) => isF16(x.kernel));
+  const bad = rows.filter((x) => (isF16(x.kernel) ? x.verdict !== 'not run' || !/shader-f16/.test(x.why) : x.verdict !== 'ok'));
   console.log(`--without f16: exit ${r.status}; ${rows.length - f16.length} f32 cases ok, ${f16.length} f16 cases not run`);
   if (r.status !== 0 || !rows.length || !f16.length || bad.length) fail(`--without f16: exit ${r.status}, wrong rows ${JSON.stringify(bad)}\n${r.stdout}${r.stderr}`);
   // --cases picks cases by name, or one kernel's case.

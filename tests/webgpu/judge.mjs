@@ -14,6 +14,7 @@ const exact = { rtol: 0, atol: 0 };
 function reader(t, int8) {
   const d = t.data;
   if (t.dtype === 'F16') return { value: (i) => halfToFloat(d[i]), bits: (i) => ordered(d[i], 0x8000) };
+  if (t.dtype === 'BF16') return { value: (i) => bf16ToFloat(d[i]), bits: (i) => ordered(d[i], 0x8000) };
   if (t.dtype === 'F32') {
     const u = new Uint32Array(d.buffer, d.byteOffset, d.length);
     return { value: (i) => d[i], bits: (i) => ordered(u[i], 0x80000000) };
@@ -22,6 +23,18 @@ function reader(t, int8) {
   return { value: (i) => Number(d[i]), bits: null };
 }
 const ordered = (bits, sign) => (bits >= sign ? -(bits - sign) : bits);
+const bf16Word = new Uint32Array(1), bf16Float = new Float32Array(bf16Word.buffer);
+const bf16ToFloat = (h) => { bf16Word[0] = h << 16; return bf16Float[0]; };
+
+// bf16 kernels' outputs: PyTorch assert_close's bf16 default (compare.h bf16_tolerance).
+export const bf16Tolerance = { rtol: 1.6e-2, atol: 1e-5 };
+// The tolerance of a tensor that states none (compare.h default_tolerance): bf16's for a BF16
+// tensor and for every tensor of a bf16 kernel's call in a dump ("NNNN.<layer>.<kernel>_bf16.<binding>"),
+// else `fallback`.
+export function defaultTolerance(name, dtype, fallback) {
+  const call = name.slice(0, Math.max(0, name.lastIndexOf('.')));
+  return dtype === 'BF16' || (call.length > 5 && call.endsWith('_bf16')) ? bf16Tolerance : fallback;
+}
 
 const absDiff = (r, x) => {
   if (Number.isNaN(r) || Number.isNaN(x)) return Number.isNaN(r) && Number.isNaN(x) ? 0 : Infinity;
@@ -29,8 +42,12 @@ const absDiff = (r, x) => {
 };
 const fraction = (v, limit) => (v === 0 ? 0 : limit > 0 ? v / limit : Infinity);
 
+// `reftrain compare`'s --rtol and --atol defaults, for a file that states no tolerances.
+export const compareDefault = { rtol: 1e-5, atol: 1e-8 };
+
 // {max_abs, nmse, ulp, used, worst, pass}: `used` the largest fraction of a criterion used.
-export function judgeTensor(name, ref, got, tol = exact) {
+// Without `tol`, as `reftrain compare` judges a file that states none (defaultTolerance).
+export function judgeTensor(name, ref, got, tol = defaultTolerance(name, ref.dtype, compareDefault)) {
   if (ref.shape.join() !== got.shape.join()) throw new Error(`tensor '${name}' has shape [${ref.shape}] in the fixture, [${got.shape}] in the result`);
   const binding = name.slice(name.lastIndexOf('.') + 1);
   const int8 = ref.dtype === 'U8' && (binding === 'm_packed' || binding === 'm_packed_in');

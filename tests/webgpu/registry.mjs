@@ -81,6 +81,51 @@ export const attentionForms = {
   },
 };
 
+// The bf16 twins (issue 29): every bf16 tensor two to a u32 word, element 2i in word i's low
+// half (a fixture's BF16 bytes as they are); prelude/bf16.wgsl converts and rounds with integer
+// operations, so no shader-f16 is needed. The products sum in the canonical bf16 order
+// (ops/matmul_bf16.h). The linear products: one thread per output, each product a template
+// instance (X its prefix in linear_bf16.wgsl).
+const bf16Prelude = 'prelude/bf16.wgsl';
+export const linearBf16Products = {
+  linear_forward_bf16: { prefix: 'lf', grid: [(p) => p.O, (p) => p.N] },
+  linear_backward_data_bf16: { prefix: 'bd', grid: [(p) => p.K, (p) => p.N] },
+  linear_backward_weight_bf16: { prefix: 'bw', grid: [(p) => p.K, (p) => p.O] },
+};
+const linearBf16Template = Object.entries(linearBf16Products).map(([ENTRY, { prefix }]) => ({ ENTRY, X: prefix }));
+const linearBf16 = (name) => ({ ...grid16('linear_bf16.wgsl', name, ...linearBf16Products[name].grid), prelude: bf16Prelude, template: linearBf16Template });
+
+// The bf16 attention in three passes a direction (attention_bf16.wgsl): the rows' f32 softmax
+// (or score gradient), the rounding of the [B,NH,T,T] probabilities (or score gradients) to
+// bf16 one word a thread, then the products into the outputs one element a thread. Every pass
+// binds B, T, C, NH first. The backward's dp and ds16 are the twin's own scratch, for every
+// head at once (the CPU reuses one [T,T] pair per head).
+const attTT = (p) => p.B * p.NH * p.T * p.T;
+const attentionDims = ['B', 'T', 'C', 'NH'];
+const attentionBf16Source = { file: 'attention_bf16.wgsl', prelude: [elementwisePrelude, bf16Prelude],
+                              template: ['s', 'pv', 'dp', 'dq', 'dk', 'dv'].map((X) => ({ X })) };
+const roundBf16 = (f32, bf16) => ({ entry: 'attention_round_bf16', bindings: [...attentionDims, f32, bf16], dispatch: (p) => groups(Math.ceil(attTT(p) / 2)) });
+export const attentionBf16 = {
+  attention_forward_bf16: {
+    ...attentionBf16Source,
+    passes: [
+      { entry: 'attention_forward_bf16', bindings: [...attentionDims, 'att', 'qkv16'], dispatch: attentionRows },
+      roundBf16('att', 'att16'),
+      { entry: 'attention_forward_bf16_out', bindings: [...attentionDims, 'out', 'att16', 'qkv16'], dispatch: (p) => groups(p.B * p.T * p.C) },
+    ],
+  },
+  attention_backward_bf16: {
+    ...attentionBf16Source,
+    passes: [
+      { entry: 'attention_backward_bf16', bindings: [...attentionDims, 'dp_all', 'dout16', 'qkv16', 'att'], dispatch: attentionRows },
+      roundBf16('dp_all', 'ds16_all'),
+      { entry: 'attention_backward_bf16_dqkv', bindings: [...attentionDims, 'dqkv', 'ds16_all', 'qkv16', 'att16', 'dout16'],
+        dispatch: (p) => groups(p.B * p.T * 3 * p.C) },
+    ],
+    scratch: { dp_all: attTT, ds16_all: (p) => Math.ceil(attTT(p) / 2) },
+  },
+};
+
 // reduce_norm_sq in two passes (optimizer.wgsl): G workgroups' partial sums into scratch, then
 // one workgroup sums them in a fixed order. G is at most 1024 (each covers a grid-stride share).
 const normGroups = (p) => Math.min(1024, Math.max(1, Math.ceil(p.n / 256)));
@@ -114,6 +159,9 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     crossentropy_forward_backward: rows('loss.wgsl', 'crossentropy_forward_backward', (p) => p.N),
     cast_f32_to_f16: elementwise('cast.wgsl', 'cast_f32_to_f16'),
     cast_f16_to_f32: elementwise('cast.wgsl', 'cast_f16_to_f32'),
+    cast_f32_to_bf16: { ...elementwise('bf16.wgsl', 'cast_f32_to_bf16'), prelude: [elementwisePrelude, bf16Prelude], dispatch: (p) => groups(Math.ceil(p.n / 2)) },
+    ...Object.fromEntries(Object.keys(linearBf16Products).map((name) => [name, linearBf16(name)])),
+    ...attentionBf16,
     residual_forward: elementwise('residual.wgsl', 'residual_forward'),
     residual_backward: elementwise('residual.wgsl', 'residual_backward'),
     gelu_forward: elementwise('activation.wgsl', 'gelu_forward'),

@@ -3,7 +3,8 @@
 // reftrain's own layout: tensors in name order, the header padded with spaces to a multiple of 8.
 import { readFileSync, writeFileSync } from 'node:fs';
 
-const kTypes = { F32: Float32Array, F16: Uint16Array, F64: Float64Array, I32: Int32Array, U8: Uint8Array };
+// BF16 as its bit patterns, like F16 (judge.mjs reads the values).
+const kTypes = { F32: Float32Array, F16: Uint16Array, BF16: Uint16Array, F64: Float64Array, I32: Int32Array, U8: Uint8Array };
 
 // { tensors: {name: {dtype, shape, data (typed array, its own copy)}}, metadata: {key: string} }
 export function readSafetensors(path) {
