@@ -302,9 +302,10 @@ Json make_attention_backward_bf16(FixtureGen& g, const KernelDims& d) {
 }
 
 void run_attention_backward_bf16(FixtureIo<float>& io, const KernelDims& d) {
-  std::vector<float> dqkv = io.get("dqkv_in"), dp(size_t(d.T) * d.T);
-  std::vector<bf16> ds16(size_t(d.T) * d.T);
   MatmulBf16 mm = fixture_matmul(d);
+  const size_t scratch = size_t(mm.threads()) * d.T * d.T;  // one [T,T] per thread
+  std::vector<float> dqkv = io.get("dqkv_in"), dp(scratch);
+  std::vector<bf16> ds16(scratch);
   attention_backward_bf16(mm, dqkv.data(), dp.data(), ds16.data(), get_bf16(io, "dout16").data(),
                           get_bf16(io, "qkv16").data(), io.get("att").data(),
                           get_bf16(io, "att16").data(), d.B, d.T, d.C, d.NH);

@@ -209,15 +209,19 @@ void write_dump(const KernelDump& d, int step, const std::string& path) {
   SafetensorsFile f;
   Json tolerances = Json::object();
   for (const KernelDump::Tensor& t : d.tensors()) {
-    const DType dtype = t.dtype == "F32"   ? DType::kF32
-                        : t.dtype == "F16" ? DType::kF16
-                        : t.dtype == "I32" ? DType::kI32
-                                           : DType::kU8;
+    const DType dtype = t.dtype == "F32"    ? DType::kF32
+                        : t.dtype == "F16"  ? DType::kF16
+                        : t.dtype == "BF16" ? DType::kBF16
+                        : t.dtype == "I32"  ? DType::kI32
+                                            : DType::kU8;
     f.add(t.name, dtype, shape64({int64_t(t.numel)}), t.bytes.data());
+    Tolerance f32;
+    f32.allclose = false, f32.max_nmse = 1e-9, f32.why = "NMSE 1e-9, as the f32 kernel fixtures";
     if (dtype == DType::kU8) {
       tolerances[t.name] = {{"max_ulp", 1}, {"why", "one 8-bit code, as adamw_8bit_update's"}};
     } else if (dtype != DType::kI32) {
-      tolerances[t.name] = {{"max_nmse", 1e-9}, {"why", "NMSE 1e-9, as the f32 kernel fixtures"}};
+      // A bf16 call's tensors (and any BF16 one): bf16_tolerance, as compare's default.
+      tolerances[t.name] = default_tolerance(t.name, SafeTensor{dtype, {}, {}}, f32).to_json();
     }
   }
   f.metadata["format"] = "reftrain-kernel-dump";

@@ -102,8 +102,8 @@ TEST(GoldenBf16, AttentionAndCastFixturesAreTheKernelsOnTheFastPath) {
     expect_bytes(fw, p + "att16", att16);
     const SafetensorsFile bw =
         make_kernel_fixture(spec("attention_backward_bf16"), kGoldenKernelSeed);
-    std::vector<float> dqkv = f32_of(bw, p + "dqkv_in"), dp(TT);
-    std::vector<bf16> ds16(TT);
+    std::vector<float> dqkv = f32_of(bw, p + "dqkv_in"), dp(size_t(mm.threads()) * TT);
+    std::vector<bf16> ds16(size_t(mm.threads()) * TT);
     attention_backward_bf16(mm, dqkv.data(), dp.data(), ds16.data(),
                             bf16_of(bw, p + "dout16").data(), bf16_of(bw, p + "qkv16").data(),
                             f32_of(bw, p + "att").data(), bf16_of(bw, p + "att16").data(), d.B, d.T,
