@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# bf16 on a machine without reftrain's build dependencies installed (the AMX Xeon of
+# bench/RESULTS.md, "Issue 29"), with them unpacked under .deps/device/root/usr: builds the tree
+# into /tmp/bd, then MODE=tests runs the kernel suites, the bf16 tests and the golden bytes at 16
+# and 1 threads; MODE=steps times whole baby B8 T256 steps, reftrain fp32 / bf16 against PyTorch
+# fp32 / autocast (bench/torch_step.py), alternating, ROUNDS rounds, at 1, 2 and 16 threads, and
+# writes bf16 profiles at 1 and 16 threads to $OUT.
+set -uo pipefail
+P=$PWD/.deps/device/root/usr
+mkdir -p /usr/share/games && cp -r .deps/device/root/usr/share/games/fortunes /usr/share/games/
+export LIBRARY_PATH=$P/lib/x86_64-linux-gnu
+if [ ! -x /tmp/bd/tests/reftrain_tests ]; then
+  cmake -S . -B /tmp/bd -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$P -DREFTRAIN_TORCH_TESTS=OFF -DREFTRAIN_NESTED_TESTS=OFF -DREFTRAIN_BUILD_BENCH=OFF > $OUT/cmake.log 2>&1
+fi
+cmake --build /tmp/bd -j16 --target reftrain reftrain_tests > $OUT/build.log 2>&1 || { tail -40 $OUT/build.log; exit 1; }
+lscpu | grep -E "Model name|^CPU\(s\)"
+grep -o -w 'amx_bf16\|amx_tile\|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
+F='*Bf16*:GoldenBytes*:*AdamW*:*Attention*:Cast*:*CrossEntropy*:*Linear*:*LlamaOps*:*Matmul*:*Ops*:*Rope*:*Simd*:GoldenKernels*:*KernelDump*:KernelsTable*'
+if [ "${MODE:-tests}" = tests ]; then for t in 16 1; do
+  (cd /tmp/bd/tests && OMP_NUM_THREADS=$t ./reftrain_tests --gtest_filter="$F" > $OUT/kt_$t.log 2>&1)
+  echo "kernel tests, threads $t: rc=$? $(grep -E 'bf16 paths|^\[  PASSED  \]|^\[  FAILED  \]' $OUT/kt_$t.log | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \]' $OUT/kt_$t.log | head -10
+done; exit 0; fi
+R=/tmp/bd/reftrain; cat /usr/share/games/fortunes/* > /tmp/text.txt
+export OMP_PROC_BIND=close OMP_PLACES=cores
+med() { python3 -c "
+import json,statistics
+ms=[json.loads(l)['ms'] for l in open('$1') if json.loads(l).get('type')=='step' and json.loads(l)['step']>=2]
+print(round(statistics.median(ms),1))"; }
+rt() { $R train --preset baby --batch 8 --steps ${STEPS:-8} --threads $1 --precision $2 --tokenizer bytes --data /tmp/text.txt --trace /tmp/t.jsonl --val-batches 1 --val-every 0 > /dev/null 2>&1 || echo fail; med /tmp/t.jsonl; }
+$R train --preset baby --batch 8 --steps 1 --tokenizer bytes --data /tmp/text.txt --trace /tmp/base.jsonl --val-batches 1 > /dev/null 2>&1
+tt() { python3 bench/torch_step.py /tmp/base.jsonl --threads $1 --steps ${STEPS:-8} --mode $2 2>/dev/null | python3 -c "import json,sys; print(json.loads(sys.stdin.read())['median_ms'])"; }
+for th in 1 2 16; do
+  for r in $(seq ${ROUNDS:-3}); do
+    echo "threads $th round $r: reftrain fp32 $(rt $th fp32) bf16 $(rt $th bf16) | torch fp32 $(tt $th stock) autocast $(tt $th autocast)"
+  done
+done
+$R train --preset baby --batch 8 --steps 3 --threads 16 --precision bf16 --tokenizer bytes --data /tmp/text.txt --val-batches 1 --val-every 0 --profile 2>&1 | grep -A14 "^profile" > $OUT/profile16.txt
+$R train --preset baby --batch 8 --steps 3 --threads 1 --precision bf16 --tokenizer bytes --data /tmp/text.txt --val-batches 1 --val-every 0 --profile 2>&1 | grep -A14 "^profile" > $OUT/profile1.txt
