@@ -112,7 +112,7 @@ def main():
     tgt = torch.tensor(b["targets"].astype(np.int64))
     cfg = dict(model, z_loss=train["z_loss"])
     with torch.no_grad():
-        loss = mirror.forward_loss(params, cfg, idx, tgt, mixed=train["precision"] == "mixed")
+        loss = mirror.forward_loss(params, cfg, idx, tgt, precision=train["precision"])
     print(json.dumps({"loss": float(loss), "step": int(meta["step"]),
                       "updates": int(meta["updates"]), "tensors": len(tensors),
                       "m_abs_sum": math.fsum(float(x) for m, _ in mv.values() for x in np.abs(m).ravel()),
