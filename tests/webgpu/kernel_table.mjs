@@ -26,7 +26,7 @@ export function kernelEntry(name) {
 }
 
 // A binding's dtype as a safetensors dtype (the 8-bit AdamW codes, stored in u32 words, as U8).
-const safetensorsDtypes = { f32: 'F32', f16: 'F16', i32: 'I32', 'u8 (u32 words)': 'U8' };
+const safetensorsDtypes = { f32: 'F32', f16: 'F16', bf16: 'BF16', i32: 'I32', 'u8 (u32 words)': 'U8' };
 export function safetensorsDtype(b) {
   const d = safetensorsDtypes[b.dtype];
   if (!d) throw new Error(`binding ${b.name}: no safetensors dtype for ${b.dtype}`);

@@ -9,8 +9,11 @@
 // OUT_DIR/trace.jsonl and OUT_DIR/debug_state.safetensors (step 1) in the golden format, so that
 // `reftrain compare GOLDEN_DIR OUT_DIR` judges the replay. In mixed precision it also checks,
 // after every step, that the mirror is exactly f16(clamp(w, ±65504)) of the new weights, and
-// fails naming the first element that is not. A tensor whose offset the device cannot bind at
-// (WebGPU's default alignment is 256 bytes; lavapipe's 16) is copied to scratch around its
+// fails naming the first element that is not; in bf16 precision (every product a _bf16 kernel
+// on operands cast to bf16, the weights from a bf16 mirror that a cast of the whole buffer
+// refreshes after every update) that the mirror is exactly bf16(w), which needs no shader-f16.
+// A tensor whose offset the device cannot bind at (WebGPU's default alignment is 256 bytes;
+// lavapipe's 16) is copied to scratch around its
 // dispatch; --align 256 forces that path here. --registry FILE.mjs replaces kernels: its default
 // export maps kernel names to twins as registry.mjs's do (docs/webgpu.md). --dump-step K writes
 // OUT_DIR/step-K.safetensors, every kernel call of step K with its inputs and outputs
@@ -31,7 +34,8 @@ import { buildOptimizer } from './replay/optimizer.mjs';
 import { instrument } from './replay/dump.mjs';
 import { checkTwin } from './bind.mjs';
 import { kernelTable } from './kernel_table.mjs';
-import { f16Bits, shortest } from './replay/numbers.mjs';
+import { bf16Bits, f16Bits, shortest } from './replay/numbers.mjs';
+import { bf16View } from './replay/model.mjs';
 
 export const usage = 'usage: reftrain-webgpu replay GOLDEN_DIR --out OUT_DIR [--steps N] [--dump-step K] [--align BYTES] ' +
   '[--registry FILE.mjs] [--require f16 | --without f16] [--adapter NAME] [--driver lavapipe|system]';
@@ -79,14 +83,20 @@ function loadGolden(dir) {
 // Everything one step needs on the device, built once.
 function buildReplay(E, g) {
   const total = g.mega.floats;
-  const mixed = g.config.train.precision === 'mixed';
-  const bufs = { w: E.storage(total * 4, g.w), g: E.storage(total * 4), w16: mixed ? E.storage(total * 2) : null };
+  const precision = g.config.train.precision;
+  if (!['fp32', 'mixed', 'bf16'].includes(precision)) throw new Error(`replay: precision ${precision} is not replayed`);
+  const mixed = precision === 'mixed', bf16 = precision === 'bf16';
+  const bufs = { w: E.storage(total * 4, g.w), g: E.storage(total * 4), w16: mixed ? E.storage(total * 2) : null,
+                 wb: bf16 ? E.storage(Math.ceil(total / 2) * 4) : null };
   const R = makeContext(E, g.config, g.layout, bufs);
   const model = g.config.model.arch === 'llama' ? buildLlama(R) : buildGpt2(R);
   const opt = buildOptimizer(R, g.config, g.mega.wd_end, total);
   const cast = mixed ? [E.kernel('cast_f32_to_f16', [view(bufs.w, 0, total * 4), view(bufs.w16, 0, Math.ceil(total / 2) * 4),
-                                                     R.u(total)], { n: total }, 'init.cast_f32_to_f16')] : [];
-  return { R, model, opt, bufs, total, mixed, cast };
+                                                     R.u(total)], { n: total }, 'init.cast_f32_to_f16')]
+    : bf16 ? [E.kernel('cast_f32_to_bf16', [bf16View(bufs.wb, 0, total), view(bufs.w, 0, total * 4), R.u(total)], { n: total },
+                       'init.cast_f32_to_bf16')]
+    : [];
+  return { R, model, opt, bufs, total, mixed, bf16, cast };
 }
 
 const f32s = (bytes) => new Float32Array(bytes);
@@ -106,11 +116,13 @@ function zPart(logits, R) {
   return (R.z * sum) / R.N;
 }
 
-function checkMirror(w, w16, step) {
+// The mirror against the host's rounding of the new weights: f16(clamp(w)) or bf16(w).
+function checkMirror(w, mirror, step, bf16) {
+  const [round, what] = bf16 ? [bf16Bits, 'bf16(w)'] : [f16Bits, 'f16(clamp(w))'];
   for (let i = 0; i < w.length; i++) {
-    if (w16[i] !== f16Bits(w[i])) {
-      throw new Error(`step ${step}: mirror element ${i} is f16 bits 0x${w16[i].toString(16)}, ` +
-                      `f16(clamp(w)) of w = ${w[i]} is 0x${f16Bits(w[i]).toString(16)}`);
+    if (mirror[i] !== round(w[i])) {
+      throw new Error(`step ${step}: mirror element ${i} is ${bf16 ? 'bf16' : 'f16'} bits 0x${mirror[i].toString(16)}, ` +
+                      `${what} of w = ${w[i]} is 0x${round(w[i]).toString(16)}`);
     }
   }
 }
@@ -127,7 +139,8 @@ async function runStep(E, P, g, k, a) {
   const logits = E.readback(model.S.logits);
   const grads = k === 0 ? [E.readback(view(bufs.g, 0, total * 4))] : [];
   const losses = E.readback(model.S.losses), stats = E.readback(opt.stats);
-  const mirror = P.mixed ? [E.readback(view(bufs.w, 0, total * 4)), E.readback(view(bufs.w16, 0, Math.ceil(total / 2) * 4))] : [];
+  const m16 = P.mixed ? bufs.w16 : P.bf16 ? bufs.wb : null;
+  const mirror = m16 ? [E.readback(view(bufs.w, 0, total * 4)), E.readback(view(m16, 0, Math.ceil(total / 2) * 4))] : [];
   const ops = [...model.forward, logits, ...model.backward, ...grads, ...opt.ops, losses, stats, ...mirror];
   const dump = k + 1 === a.dumpStep ? instrument(E, ops, k + 1) : null;
   E.device.queue.submit([E.encode(dump ? dump.ops : ops)]);
@@ -142,7 +155,7 @@ async function runStep(E, P, g, k, a) {
   const out = { loss: Math.fround(sum / R.N), logits: f32s(await E.read(logits)), gradNorm, clip, lr };
   out.z = zPart(out.logits, R);
   if (k === 0) out.grads = f32s(await E.read(grads[0]));
-  if (P.mixed) checkMirror(f32s(await E.read(mirror[0])).subarray(0, total), new Uint16Array(await E.read(mirror[1])), k + 1);
+  if (m16) checkMirror(f32s(await E.read(mirror[0])).subarray(0, total), new Uint16Array(await E.read(mirror[1])), k + 1, P.bf16);
   return out;
 }
 

@@ -1,5 +1,5 @@
 // gpt2's step as engine operations, mirroring core/model/gpt2.cpp call for call.
-import { linearBwd, linearFwd, lossOp, sharedActs } from './model.mjs';
+import { attentionBwd, attentionFwd, linearBwd, linearFwd, lossOp, sharedActs } from './model.mjs';
 
 const P = (l, rest) => `transformer.h.${l}.${rest}`;
 
@@ -14,27 +14,27 @@ function layerActs(R) {
 }
 
 function layerForward(R, l, a, x) {
-  const { E, N, C, B, T, NH, u } = R;
+  const { E, N, C, u } = R;
   const tag = `h${l}`;
   const ln = (out, mean, rstd, inp, w) => E.kernel('layernorm_forward',
     [out, mean, rstd, inp, R.w(P(l, `${w}.weight`)), R.w(P(l, `${w}.bias`)), u(N), u(C)], { N, C }, `${tag}.layernorm_forward`);
   const res = (out, p, q) => E.kernel('residual_forward', [out, p, q, u(N * C)], { n: N * C }, `${tag}.residual_forward`);
   return [
     ln(a.ln1, a.ln1_mean, a.ln1_rstd, x, 'ln_1'),
-    linearFwd(R, a.qkv, a.ln1, P(l, 'attn.c_attn.weight'), R.w(P(l, 'attn.c_attn.bias')), N, C, 3 * C, tag),
-    E.kernel('attention_forward', [a.atty, a.att, a.qkv, u(B), u(T), u(C), u(NH)], { B, T, C, NH }, `${tag}.attention_forward`),
-    linearFwd(R, a.attproj, a.atty, P(l, 'attn.c_proj.weight'), R.w(P(l, 'attn.c_proj.bias')), N, C, C, tag),
+    ...linearFwd(R, a.qkv, a.ln1, P(l, 'attn.c_attn.weight'), R.w(P(l, 'attn.c_attn.bias')), N, C, 3 * C, tag),
+    ...attentionFwd(R, a.atty, a.att, a.qkv, tag),
+    ...linearFwd(R, a.attproj, a.atty, P(l, 'attn.c_proj.weight'), R.w(P(l, 'attn.c_proj.bias')), N, C, C, tag),
     res(a.res2, x, a.attproj),
     ln(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, 'ln_2'),
-    linearFwd(R, a.fch, a.ln2, P(l, 'mlp.c_fc.weight'), R.w(P(l, 'mlp.c_fc.bias')), N, C, 4 * C, tag),
+    ...linearFwd(R, a.fch, a.ln2, P(l, 'mlp.c_fc.weight'), R.w(P(l, 'mlp.c_fc.bias')), N, C, 4 * C, tag),
     E.kernel('gelu_forward', [a.fch_gelu, a.fch, u(N * 4 * C)], { n: N * 4 * C }, `${tag}.gelu_forward`),
-    linearFwd(R, a.fcproj, a.fch_gelu, P(l, 'mlp.c_proj.weight'), R.w(P(l, 'mlp.c_proj.bias')), N, 4 * C, C, tag),
+    ...linearFwd(R, a.fcproj, a.fch_gelu, P(l, 'mlp.c_proj.weight'), R.w(P(l, 'mlp.c_proj.bias')), N, 4 * C, C, tag),
     res(a.res3, a.res2, a.fcproj),
   ];
 }
 
 function layerBackward(R, l, a, x, S) {
-  const { E, N, C, B, T, NH, u } = R;
+  const { E, N, C, u } = R;
   const tag = `h${l}`;
   const resb = (da, db, dout) => E.kernel('residual_backward', [da, db, dout, u(N * C)], { n: N * C }, `${tag}.residual_backward`);
   const lnb = (dx, w, dout, inp, mean, rstd) => E.kernel('layernorm_backward',
@@ -51,8 +51,7 @@ function layerBackward(R, l, a, x, S) {
     E.clear(S.dres), E.clear(S.dbranch), resb(S.dres, S.dbranch, S.dres2),
     E.clear(S.datty), E.clear(S.dqkv), E.clear(S.dln),
     ...linearBwd(R, S.datty, P(l, 'attn.c_proj.weight'), P(l, 'attn.c_proj.bias'), S.dbranch, a.atty, N, C, C, tag),
-    E.kernel('attention_backward', [S.dqkv, S.datty, a.qkv, a.att, u(B), u(T), u(C), u(NH)], { B, T, C, NH },
-             `${tag}.attention_backward`),
+    ...attentionBwd(R, S.dqkv, S.datty, a.qkv, a.att, tag),
     ...linearBwd(R, S.dln, P(l, 'attn.c_attn.weight'), P(l, 'attn.c_attn.bias'), S.dqkv, a.ln1, N, C, 3 * C, tag),
     lnb(S.dres, 'ln_1', S.dln, x, a.ln1_mean, a.ln1_rstd),
   ];
@@ -71,7 +70,7 @@ export function buildGpt2(R) {
   forward.push(
     E.kernel('layernorm_forward', [S.normf, S.normf_mean, S.normf_rstd, xf, R.w('transformer.ln_f.weight'),
                                    R.w('transformer.ln_f.bias'), u(N), u(C)], { N, C }, 'head.layernorm_forward'),
-    linearFwd(R, S.logits, S.normf, 'transformer.wte.weight', null, N, C, Vp, 'head'),
+    ...linearFwd(R, S.logits, S.normf, 'transformer.wte.weight', null, N, C, Vp, 'head'),
     lossOp(R, S));
   const backward = [
     E.clear(S.dln),

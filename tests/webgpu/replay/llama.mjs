@@ -1,6 +1,6 @@
 // llama's step as engine operations, mirroring core/model/llama.cpp call for call (q, k, v and
 // their RoPE'd forms are shared by the layers; pack_qkv / unpack_qkv are replay.wgsl's).
-import { linearBwd, linearFwd, lossOp, sharedActs } from './model.mjs';
+import { attentionBwd, attentionFwd, linearBwd, linearFwd, lossOp, sharedActs } from './model.mjs';
 
 const P = (l, rest) => `model.layers.${l}.${rest}`;
 
@@ -19,33 +19,33 @@ const rope = (R, name, out, x, tag) => R.E.kernel(name,
   { B: R.B, T: R.T, NH: R.NH, hs: R.C / R.NH }, `${tag}.${name}`);
 
 function layerForward(R, l, a, x, Q) {
-  const { E, N, C, F, B, T, NH, u } = R;
+  const { E, N, C, F, u } = R;
   const tag = `h${l}`;
   const rms = (out, rstd, inp, w) => E.kernel('rmsnorm_forward', [out, rstd, inp, R.w(P(l, w)), u(N), u(C)], { N, C },
                                                `${tag}.rmsnorm_forward`);
   const res = (out, p, q) => E.kernel('residual_forward', [out, p, q, u(N * C)], { n: N * C }, `${tag}.residual_forward`);
   return [
     rms(a.rms1, a.rms1_rstd, x, 'input_layernorm.weight'),
-    linearFwd(R, Q.q, a.rms1, P(l, 'self_attn.q_proj.weight'), null, N, C, C, tag),
-    linearFwd(R, Q.k, a.rms1, P(l, 'self_attn.k_proj.weight'), null, N, C, C, tag),
-    linearFwd(R, Q.v, a.rms1, P(l, 'self_attn.v_proj.weight'), null, N, C, C, tag),
+    ...linearFwd(R, Q.q, a.rms1, P(l, 'self_attn.q_proj.weight'), null, N, C, C, tag),
+    ...linearFwd(R, Q.k, a.rms1, P(l, 'self_attn.k_proj.weight'), null, N, C, C, tag),
+    ...linearFwd(R, Q.v, a.rms1, P(l, 'self_attn.v_proj.weight'), null, N, C, C, tag),
     rope(R, 'rope_forward', Q.qr, Q.q, tag),
     rope(R, 'rope_forward', Q.kr, Q.k, tag),
     E.kernel('pack_qkv', [a.qkv, Q.qr, Q.kr, Q.v, u(N), u(C)], { N, C }, `${tag}.pack_qkv`),
-    E.kernel('attention_forward', [a.atty, a.att, a.qkv, u(B), u(T), u(C), u(NH)], { B, T, C, NH }, `${tag}.attention_forward`),
-    linearFwd(R, a.attproj, a.atty, P(l, 'self_attn.o_proj.weight'), null, N, C, C, tag),
+    ...attentionFwd(R, a.atty, a.att, a.qkv, tag),
+    ...linearFwd(R, a.attproj, a.atty, P(l, 'self_attn.o_proj.weight'), null, N, C, C, tag),
     res(a.res2, x, a.attproj),
     rms(a.rms2, a.rms2_rstd, a.res2, 'post_attention_layernorm.weight'),
-    linearFwd(R, a.gate, a.rms2, P(l, 'mlp.gate_proj.weight'), null, N, C, F, tag),
-    linearFwd(R, a.up, a.rms2, P(l, 'mlp.up_proj.weight'), null, N, C, F, tag),
+    ...linearFwd(R, a.gate, a.rms2, P(l, 'mlp.gate_proj.weight'), null, N, C, F, tag),
+    ...linearFwd(R, a.up, a.rms2, P(l, 'mlp.up_proj.weight'), null, N, C, F, tag),
     E.kernel('swiglu_forward', [a.swi, a.gate, a.up, u(N * F)], { n: N * F }, `${tag}.swiglu_forward`),
-    linearFwd(R, a.down, a.swi, P(l, 'mlp.down_proj.weight'), null, N, F, C, tag),
+    ...linearFwd(R, a.down, a.swi, P(l, 'mlp.down_proj.weight'), null, N, F, C, tag),
     res(a.res3, a.res2, a.down),
   ];
 }
 
 function layerBackward(R, l, a, x, S, Q) {
-  const { E, N, C, F, B, T, NH, u } = R;
+  const { E, N, C, F, u } = R;
   const tag = `h${l}`;
   const resb = (da, db, dout) => E.kernel('residual_backward', [da, db, dout, u(N * C)], { n: N * C }, `${tag}.residual_backward`);
   const rmsb = (dx, w, dout, inp, rstd) => E.kernel('rmsnorm_backward', [dx, R.g(P(l, w)), dout, inp, R.w(P(l, w)), rstd, u(N), u(C)],
@@ -63,8 +63,7 @@ function layerBackward(R, l, a, x, S, Q) {
     E.clear(S.dres), E.clear(S.dbranch), resb(S.dres, S.dbranch, S.dres2),
     E.clear(S.datty), E.clear(S.dqkv), E.clear(S.dln),
     ...lin(S.datty, 'self_attn.o_proj.weight', S.dbranch, a.atty, C, C),
-    E.kernel('attention_backward', [S.dqkv, S.datty, a.qkv, a.att, u(B), u(T), u(C), u(NH)], { B, T, C, NH },
-             `${tag}.attention_backward`),
+    ...attentionBwd(R, S.dqkv, S.datty, a.qkv, a.att, tag),
     E.kernel('unpack_qkv', [Q.qr, Q.kr, Q.v, S.dqkv, u(N), u(C)], { N, C }, `${tag}.unpack_qkv`),
     E.clear(Q.q), E.clear(Q.k),
     rope(R, 'rope_backward', Q.q, Q.qr, tag),
@@ -89,7 +88,7 @@ export function buildLlama(R) {
   const xf = inputOf(R.L);
   forward.push(
     E.kernel('rmsnorm_forward', [S.normf, S.normf_rstd, xf, R.w('model.norm.weight'), u(N), u(C)], { N, C }, 'head.rmsnorm_forward'),
-    linearFwd(R, S.logits, S.normf, 'lm_head.weight', null, N, C, Vp, 'head'),
+    ...linearFwd(R, S.logits, S.normf, 'lm_head.weight', null, N, C, Vp, 'head'),
     lossOp(R, S));
   const backward = [
     E.clear(S.dln),

@@ -1,5 +1,5 @@
-// Host-side number helpers of the replay and the judge: the f16 rounding the mirror must equal,
-// its widening, and the shortest decimal of an f32 (how reftrain writes the trace's numbers).
+// Host-side number helpers of the replay and the judge: the f16 and bf16 roundings the mirrors
+// must equal, the f16 widening, and the shortest decimal of an f32 (how reftrain writes the trace's numbers).
 const f = new Float32Array(1);
 const bits = new Uint32Array(f.buffer);
 
@@ -20,6 +20,16 @@ export function f16Bits(x) {
   }
   const h = (e << 10) | (m >>> 13), rem = m & 0x1fff;
   return sign | (h + (rem > 0x1000 || (rem === 0x1000 && (h & 1)) ? 1 : 0));
+}
+
+// bf16(x) as bits (cast_f32_to_bf16, ops/bf16.h): round to nearest, ties to even, on the top 16
+// bits of the f32; a result that is a bf16 subnormal becomes ±0; any NaN becomes 0x7FC0.
+export function bf16Bits(x) {
+  f[0] = x;
+  const b = bits[0];
+  if ((b & 0x7fffffff) > 0x7f800000) return 0x7fc0;
+  const r = ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;  // a carry out of +Inf cannot happen: NaNs left
+  return (r & 0x7f80) === 0 ? r & 0x8000 : r;
 }
 
 // The shortest decimal that reads back to the same f32.

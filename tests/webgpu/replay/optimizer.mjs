@@ -2,8 +2,10 @@
 // reduce_norm_sq over the whole gradient buffer → finalize_grad_stats → the AdamW kernel on
 // [0, wd_end) with weight decay and on [wd_end, total) without, each bound as a sub-range of the
 // mega-buffers (the 8-bit state's blocks restart at wd_end); in mixed precision the fp16 mirror
-// is written by adamw_update_f16, or by a cast of the whole buffer after the 8-bit update.
+// is written by adamw_update_f16, or by a cast of the whole buffer after the 8-bit update; in bf16
+// precision the bf16 mirror by one cast_f32_to_bf16 of the whole buffer after either update.
 import { view } from './engine.mjs';
+import { bf16View } from './model.mjs';
 
 const BLOCK = 256;
 const blocks = (n) => Math.ceil(n / BLOCK);
@@ -57,6 +59,10 @@ export function buildOptimizer(R, config, wdEnd, total) {
   if (eight && R.mixed) {
     ops.push(E.kernel('cast_f32_to_f16', [view(bufs.w, 0, total * 4), view(bufs.w16, 0, Math.ceil(total / 2) * 4), R.u(total)],
                       { n: total }, 'optim.cast_f32_to_f16'));
+  }
+  if (R.bf16) {
+    ops.push(E.kernel('cast_f32_to_bf16', [bf16View(bufs.wb, 0, total), view(bufs.w, 0, total * 4), R.u(total)],
+                      { n: total }, 'optim.cast_f32_to_bf16'));
   }
   const [b1, b2, eps] = [f32(o.beta1), f32(o.beta2), f32(o.eps)];
   const setStep = (t, lr) => {
