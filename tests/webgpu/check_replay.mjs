@@ -3,11 +3,16 @@
 //     `reftrain golden run --steps 20`, tests/webgpu/replay.mjs on it (which checks in mixed
 //     precision that the mirror is f16(clamp(w)) after every step), and `reftrain compare` must
 //     exit 0, with a loss drift gate of 1e-5 in fp32 and 1e-4 in mixed (the parity gate is 0.05);
+//  1b. bf16 (every product a _bf16 kernel on operands cast to bf16, the weights from a bf16
+//     mirror): tiny and llama-tiny with adamw, tiny with adamw8bit, `golden run --steps 50`
+//     replayed 50 steps (the replay checks after every step that the mirror is bf16(w)) and
+//     `reftrain compare` with the fp32 gate 1e-5, the step-1 call dumps paired call by call;
 //  2. one combination again with every sub-range staged through scratch copies (--align 256,
 //     what a device with WebGPU's default offset alignment runs) must give the same files;
 //  3. planted bugs must be caught: attention_backward without the softmax's row term (compare
 //     exits 1 on the step-1 gradients) and adamw_update_f16 writing the mirror before the
-//     update (the replay itself exits 1, naming the mirror element);
+//     update (the replay itself exits 1, naming the mirror element), and a cast_f32_to_bf16
+//     that truncates (the bf16 run's replay exits 1, naming the mirror element);
 //  4. call dumps: every combination's step-1 kernel-call dump (--dump-step 1) matches
 //     reftrain's (`golden run --dump-step 1`) call by call; and bisection: `reftrain compare
 //     --first-divergence` of reftrain's dump (and of a clean replay's) with the dump of a replay
@@ -31,8 +36,9 @@ const replay = (golden, out, extra = []) => run(process.execPath, [join(here, 'r
 
 function golden(preset, precision, optimizer) {
   const dir = join(work, `golden-${preset}-${precision}-${optimizer}`);
+  const steps = precision === 'bf16' ? '50' : '20';
   const r = run(reftrain, ['golden', 'run', '--preset', preset, '--precision', precision, '--optimizer', optimizer,
-                           '--steps', '20', '--dump-step', '1', '--out', dir]);
+                           '--steps', steps, '--dump-step', '1', '--out', dir]);
   if (r.status !== 0) throw new Error(`reftrain golden run ${preset} ${precision} ${optimizer}: ${r.stderr}`);
   return dir;
 }
@@ -43,7 +49,8 @@ function checkCombination(preset, precision, optimizer) {
   const out = join(work, `replay-${preset}-${precision}-${optimizer}`);
   const r = replay(dir, out);
   if (r.status !== 0) return fail(`${name}: replay exit ${r.status}\n${r.stdout}${r.stderr}`);
-  const gate = precision === 'fp32' ? '1e-5' : '1e-4';
+  // bf16 is held to fp32's gate: its products are bit-exact twins.
+  const gate = precision === 'mixed' ? '1e-4' : '1e-5';
   const cmp = run(reftrain, ['compare', dir, out, '--max-drift', gate, '--quiet']);
   const ms = (/([\d.]+) ms\/step/.exec(r.stdout) ?? [])[1];
   console.log(`${name}: ${ms} ms/step; compare exit ${cmp.status}: ` +
@@ -104,6 +111,14 @@ function checkPlanted() {
   const said = last(m.stderr, /mirror element/);
   console.log(`planted stale mirror: replay exit ${m.status} (1 expected): ${said.slice(0, 120)}`);
   if (m.status !== 1 || !said) fail(`planted stale mirror: replay exit ${m.status}\n${m.stderr}`);
+
+  // A bf16 mirror truncated rather than rounded: the bf16 mirror check must name an element.
+  const trunc = plant('planted_bf16_cast.mjs', 'cast_f32_to_bf16',
+                      [['let r = (u + 0x7FFFu + ((u >> 16u) & 1u)) >> 16u;', 'let r = u >> 16u;']]);
+  const b = replay(join(work, 'golden-tiny-bf16-adamw'), join(work, 'planted-bf16-mirror'), ['--registry', trunc, '--steps', '2']);
+  const saidB = last(b.stderr, /mirror element .* bf16 bits/);
+  console.log(`planted truncating bf16 cast: replay exit ${b.status} (1 expected): ${saidB.slice(0, 120)}`);
+  if (b.status !== 1 || !saidB) fail(`planted truncating bf16 cast: replay exit ${b.status}\n${b.stderr}`);
 }
 
 // `reftrain compare --first-divergence` of a reference dump (reftrain's, or a clean replay's)
@@ -213,6 +228,7 @@ for (const preset of ['tiny', 'llama-tiny']) {
     for (const optimizer of ['adamw', 'adamw8bit']) checkCombination(preset, precision, optimizer);
   }
 }
+for (const [preset, optimizer] of [['tiny', 'adamw'], ['llama-tiny', 'adamw'], ['tiny', 'adamw8bit']]) checkCombination(preset, 'bf16', optimizer);
 checkStaged();
 checkPlanted();
 checkBisection();
