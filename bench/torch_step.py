@@ -1,7 +1,7 @@
 """Times PyTorch training steps of the model a reftrain trace describes, on the CPU.
 
 Usage: python3 bench/torch_step.py TRACE.jsonl [--threads N] [--steps 11]
-                                   [--mode stock|tuned|autocast]
+                                   [--mode stock|tuned|autocast] [--attention materialised|sdpa]
                                    [--adamw auto|fused|foreach|forloop] [--deps DIR]
 
 The model and batch are the trace's: its first line gives the family (gpt2 or llama), the shape
@@ -35,6 +35,10 @@ Modes:
          (the backward runs outside it, as PyTorch recommends): the matrix products in bf16
          (AMX or AVX-512-BF16 where the CPU has them), fp32 master weights and optimizer. Not the
          same arithmetic as reftrain's fp32 step: it shows what a bf16 mode could gain.
+Attention: materialised (default; the oracle's: the T×T probabilities, as reftrain's
+materialised kernel and its bf16 mode) or sdpa (F.scaled_dot_product_attention(is_causal=True),
+PyTorch's fused kernel: what a PyTorch user runs, the fair peer of reftrain's fused attention at
+long T).
 Exit status: 0 timed; 1 bad trace; 2 usage; 3 the mode is unavailable on this machine.
 """
 import argparse
@@ -176,6 +180,8 @@ def time_steps(a):
     if a.mode == "tuned" and not any("openblas-openmp" in p for p in blas):
         raise Unavailable(f"torch {torch.__version__} does not load libopenblas.so.0 (loaded BLAS: "
                           f"{blas or 'none'}), so OpenBLAS's OpenMP build changes nothing here")
+    if a.attention == "sdpa" and not hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        raise Unavailable(f"torch {torch.__version__} has no scaled_dot_product_attention (PyTorch >= 2.0)")
     mirror, cfg, B, T, o = read_run(a.trace)
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -189,13 +195,13 @@ def time_steps(a):
         tgt = torch.randint(0, cfg["vocab"], (B, T))
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = mirror.forward_loss(params, cfg, idx, tgt)
+            loss = mirror.forward_loss(params, cfg, idx, tgt, attention=a.attention)
         loss.backward()
         grad_norm_and_clip(torch, list(params.values()), o["clip"])
         opt.step()
         opt.zero_grad(set_to_none=True)
         times.append((time.perf_counter() - t0) * 1000.0)
-    return {"torch": torch.__version__, "mode": a.mode, "threads": a.threads, "arch": cfg["arch"],
+    return {"torch": torch.__version__, "mode": a.mode, "attention": a.attention, "threads": a.threads, "arch": cfg["arch"],
             "batch": B, "seq": T, "adamw": adamw, "blas_info": blas_info(torch), "blas": blas, "steps": a.steps,
             "median_ms": statistics.median(times[1:]), "ms": [round(t, 3) for t in times],
             "loss": loss.item()}
@@ -207,6 +213,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=11, help="timed steps; the median skips the first")
     ap.add_argument("--mode", choices=["stock", "tuned", "autocast"], default="stock")
+    ap.add_argument("--attention", choices=["materialised", "sdpa"], default="materialised")
     ap.add_argument("--adamw", choices=["auto", "fused", "foreach", "forloop"], default="auto")
     ap.add_argument("--deps", default=os.path.join(REPO, ".deps"), help="where tuned's OpenBLAS is unpacked")
     a = ap.parse_args()

@@ -150,24 +150,34 @@ def products(precision):
     return F.linear, torch.matmul
 
 
-def forward_logits(p, cfg, idx, precision="fp32"):
+def attend(q, k, v, matmul, attention="materialised"):
+    """Causal self-attention of q, k, v [B, NH, T, hs]: the probabilities materialised, with the
+    products `matmul` (the oracle's), or "sdpa": PyTorch's F.scaled_dot_product_attention, what
+    PyTorch users run (bench/torch_step.py's peer; fp32 and autocast only)."""
+    T, hs = q.shape[-2], q.shape[-1]
+    if attention == "sdpa":
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    mask = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+    att = matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+    att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+    return matmul(att, v)
+
+
+def forward_logits(p, cfg, idx, precision="fp32", attention="materialised"):
     """Logits [B, T, Vp] of the GPT-2 model with params `p` on idx [B, T] (on idx's device); the
-    products as `products(precision)` makes them."""
+    products as `products(precision)` makes them, the attention as `attend`."""
     B, T = idx.shape
     C, NH = cfg["channels"], cfg["heads"]
     hs = C // NH
     linear, matmul = products(precision)
     wte = p["transformer.wte.weight"]
     x = wte[idx] + p["transformer.wpe.weight"][:T]
-    mask = torch.ones(T, T, dtype=torch.bool, device=idx.device).tril()
     for l in range(cfg["layers"]):
         w = lambda s: p[f"transformer.h.{l}.{s}"]  # noqa: E731
         h = F.layer_norm(x, (C,), w("ln_1.weight"), w("ln_1.bias"), 1e-5)
         q, k, v = linear(h, w("attn.c_attn.weight"), w("attn.c_attn.bias")).split(C, dim=2)
         q, k, v = (t.view(B, T, NH, hs).transpose(1, 2) for t in (q, k, v))
-        att = matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = matmul(att, v).transpose(1, 2).reshape(B, T, C)
+        y = attend(q, k, v, matmul, attention).transpose(1, 2).reshape(B, T, C)
         x = x + linear(y, w("attn.c_proj.weight"), w("attn.c_proj.bias"))
         h = F.layer_norm(x, (C,), w("ln_2.weight"), w("ln_2.bias"), 1e-5)
         h = F.gelu(linear(h, w("mlp.c_fc.weight"), w("mlp.c_fc.bias")), approximate="tanh")
@@ -176,11 +186,11 @@ def forward_logits(p, cfg, idx, precision="fp32"):
     return linear(x, wte)  # [B, T, Vp]
 
 
-def forward_loss(p, cfg, idx, targets, precision="fp32"):
+def forward_loss(p, cfg, idx, targets, precision="fp32", attention="materialised"):
     """Mean cross-entropy of the GPT-2 model with params `p` on idx/targets [B, T]."""
     B, T = idx.shape
     V = cfg["vocab"]
-    logits = forward_logits(p, cfg, idx, precision)
+    logits = forward_logits(p, cfg, idx, precision, attention)
     return F.cross_entropy(logits[..., :V].reshape(B * T, V), targets.reshape(B * T))
 
 

@@ -103,25 +103,22 @@ def apply_rope(x, cos, sin):
     return x * cos + rotate_half(x) * sin
 
 
-def forward_logits(p, cfg, idx, precision="fp32"):
+def forward_logits(p, cfg, idx, precision="fp32", attention="materialised"):
     """Logits [B, T, Vp] of the llama model with params `p` on idx [B, T]; the products as
-    gpt2_mirror.products(precision) makes them."""
+    gpt2_mirror.products(precision) makes them, the attention as gpt2_mirror.attend."""
     B, T = idx.shape
     C, NH = cfg["channels"], cfg["heads"]
     hs = C // NH
     linear, matmul = gm.products(precision)
     x = p["model.embed_tokens.weight"][idx]  # [B, T, C], master (never rounded)
     cos, sin = rope_cos_sin(T, hs, cfg["rope_theta"], x.dtype, x.device)
-    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
     for l in range(cfg["layers"]):
         pre = f"model.layers.{l}."
         h = rms_norm(x, p[pre + "input_layernorm.weight"])
         q, k, v = (linear(h, p[pre + f"self_attn.{n}_proj.weight"]).view(B, T, NH, hs).transpose(1, 2)
                    for n in ("q", "k", "v"))  # [B, NH, T, hs]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        att = matmul(q, k.transpose(-2, -1)) * (1.0 / hs ** 0.5)
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = matmul(att, v).transpose(1, 2).reshape(B, T, C)
+        y = gm.attend(q, k, v, matmul, attention).transpose(1, 2).reshape(B, T, C)
         x = x + linear(y, p[pre + "self_attn.o_proj.weight"])
         h = rms_norm(x, p[pre + "post_attention_layernorm.weight"])
         g = F.silu(linear(h, p[pre + "mlp.gate_proj.weight"])) * linear(h, p[pre + "mlp.up_proj.weight"])
@@ -130,11 +127,11 @@ def forward_logits(p, cfg, idx, precision="fp32"):
     return linear(x, p["lm_head.weight"])
 
 
-def forward_loss(p, cfg, idx, targets, precision="fp32"):
+def forward_loss(p, cfg, idx, targets, precision="fp32", attention="materialised"):
     """Mean cross-entropy (+ z-loss) of the llama model with params `p` on idx/targets [B, T]."""
     B, T = idx.shape
     V, z = cfg["vocab"], cfg["z_loss"]
-    logits = forward_logits(p, cfg, idx, precision)[..., :V].reshape(B * T, V)  # first V of Vp columns
+    logits = forward_logits(p, cfg, idx, precision, attention)[..., :V].reshape(B * T, V)  # first V of Vp columns
     loss = F.cross_entropy(logits, targets.reshape(B * T))
     if z:
         loss = loss + z * torch.logsumexp(logits, dim=-1).pow(2).mean()
