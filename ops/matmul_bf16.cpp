@@ -128,11 +128,14 @@ constexpr int kChunkRows = 128;  // rows of A per unit of work: 128 × K bf16 st
 
 void gemm_bf16_reference(const GemmBf16& g, int threads) {
   const size_t as = g.ta == Trans::kNo ? 1 : g.lda, bs = g.tb == Trans::kNo ? g.ldb : 1;
-#pragma omp parallel for schedule(static) num_threads(std::max(1, threads))
+  // K = 0: no operand is read, and it may be empty (a null pointer no offset may be added to).
+  const bool read = g.K > 0;
+#pragma omp parallel for schedule(static) \
+    num_threads(std::max(1, std::min(threads, omp_get_max_threads())))
   for (int i = 0; i < g.M; ++i) {
-    const bf16* arow = g.ta == Trans::kNo ? g.a + size_t(i) * g.lda : g.a + i;
+    const bf16* arow = !read ? g.a : g.ta == Trans::kNo ? g.a + size_t(i) * g.lda : g.a + i;
     for (int j = 0; j < g.N; ++j) {
-      const bf16* bcol = g.tb == Trans::kNo ? g.b + j : g.b + size_t(j) * g.ldb;
+      const bf16* bcol = !read ? g.b : g.tb == Trans::kNo ? g.b + j : g.b + size_t(j) * g.ldb;
       float& c = g.c[size_t(i) * g.ldc + j];
       c = dot_bf16_canonical(init_of(g, i, j), arow, as, bcol, bs, g.K);
     }
@@ -140,7 +143,9 @@ void gemm_bf16_reference(const GemmBf16& g, int threads) {
 }
 
 MatmulBf16::MatmulBf16(Bf16Path path, int threads)
-    : path_(path), threads_(threads > 0 ? threads : omp_get_max_threads()) {
+    : path_(path),
+      // At most the OpenMP limit, as the fp32 matmul: more threads than that only oversubscribe.
+      threads_(std::min(threads > 0 ? threads : omp_get_max_threads(), omp_get_max_threads())) {
   if (!bf16_path_available(path)) {
     throw std::runtime_error(std::string("bf16 matmul: the ") + bf16_path_name(path) +
                              " path is not available on this build or CPU");

@@ -63,7 +63,8 @@ Bf16Path bf16_best_path();
 void gemm_bf16_reference(const GemmBf16& g, int threads);
 
 // A fast path with its workspace (the packed panels), which grows to the largest product run
-// and is reused; threads ≤ 0 means omp_get_max_threads(). kReference runs the reference.
+// and is reused; threads ≤ 0 means omp_get_max_threads(), and no more than that is used.
+// kReference runs the reference.
 class MatmulBf16 {
  public:
   explicit MatmulBf16(Bf16Path path = bf16_best_path(), int threads = 0);
