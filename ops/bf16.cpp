@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/cast_blocks.h"
 #include "ops/kernel_record.h"
 #include "simd/bf16.h"
 
@@ -27,9 +28,6 @@ constexpr float kMinNormal = 0x1p-126f;
 // exponent) up to 2^-126 and is kept; below it, it is tiny and flushed.
 constexpr double kTinyBound = 0x1p-126 - 0x1p-151;
 
-// Elements per OpenMP block: a multiple of every ISA's lane count.
-constexpr size_t kBlock = 4096;
-
 }  // namespace
 
 // Adding 0x7FFF plus the lowest kept bit, then dropping 16 bits, rounds to nearest with ties to
@@ -49,54 +47,19 @@ float bf16_to_f32(bf16 x) {
 }
 
 void cast_f32_to_bf16(bf16* dst, const float* src, size_t n) {
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f32_to_bf16(src[i]);
-  }
+  cast_elements(dst, src, n, f32_to_bf16);
 }
 
 void cast_bf16_to_f32(float* dst, const bf16* src, size_t n) {
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = bf16_to_f32(src[i]);
-  }
+  cast_elements(dst, src, n, bf16_to_f32);
 }
-
-namespace {
-
-// dst[i] = lanes(src[i]) for i < n, threaded over blocks; a block's last < kBf16Lanes elements
-// go through the same lanes on a zero-padded copy.
-template <typename To, typename From, typename Lanes>
-void cast_blocks(To* dst, const From* src, size_t n, Lanes lanes) {
-  constexpr size_t L = simd::kBf16Lanes;
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    size_t i = blk * kBlock;
-    for (; i + L <= end; i += L) lanes(dst + i, src + i);
-    if (i < end) {
-      From in[L] = {};
-      To out[L];
-      std::memcpy(in, src + i, (end - i) * sizeof(From));
-      lanes(out, in);
-      std::memcpy(dst + i, out, (end - i) * sizeof(To));
-    }
-  }
-}
-
-}  // namespace
 
 void cast_f32_to_bf16_fast(bf16* dst, const float* src, size_t n) {
-  cast_blocks(dst, src, n, simd::narrow_bf16_lanes);
+  cast_lanes<simd::kBf16Lanes>(dst, src, n, simd::narrow_bf16_lanes);
 }
 
 void cast_bf16_to_f32_fast(float* dst, const bf16* src, size_t n) {
-  cast_blocks(dst, src, n, simd::widen_bf16_lanes);
+  cast_lanes<simd::kBf16Lanes>(dst, src, n, simd::widen_bf16_lanes);
 }
 
 // ---- the canonical product's arithmetic ------------------------------------------------

@@ -1,7 +1,5 @@
 #include "ops/cast.h"
-
-#include <cstring>
-
+#include "ops/cast_blocks.h"
 #include "ops/kernel_record.h"
 #include "simd/f16.h"
 
@@ -24,9 +22,6 @@ constexpr uint32_t kF32MinNormal16 = 0x38800000;   // 2^-14, the smallest normal
 constexpr uint32_t kF32HalfMinSub16 = 0x33000000;  // 2^-25, half the smallest subnormal f16
 constexpr uint16_t kF16Max = 0x7BFF;
 constexpr uint16_t kF16QuietNaN = 0x7E00;
-
-// Elements per OpenMP block: 16 KiB of f32, a multiple of simd::kF16Lanes (8 or 4).
-constexpr size_t kBlock = 4096;
 
 }  // namespace
 
@@ -70,21 +65,11 @@ float f16_bits_to_f32(uint16_t h) {
 }
 
 void cast_f32_to_f16(f16* dst, const float* src, size_t n) {
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f16_of(f32_to_f16_bits(src[i]));
-  }
+  cast_elements(dst, src, n, [](float x) { return f16_of(f32_to_f16_bits(x)); });
 }
 
 void cast_f16_to_f32(float* dst, const f16* src, size_t n) {
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    for (size_t i = blk * kBlock; i < end; ++i) dst[i] = f16_bits_to_f32(bits_of(src[i]));
-  }
+  cast_elements(dst, src, n, [](f16 x) { return f16_bits_to_f32(bits_of(x)); });
 }
 
 // The fast casts: the same block loop on every ISA, over kCastLanes elements per instruction
@@ -99,34 +84,14 @@ void to_f32_lanes(float* dst, const f16* src) {
   simd::store_f32_lanes(dst, simd::widen_f16_lanes(src));
 }
 
-// dst[i] = lanes(src[i]) for i < n, threaded over blocks; the last < kCastLanes elements of a
-// block go through the same instructions on a zero-padded copy.
-template <typename To, typename From, typename Lanes>
-void cast_blocks(To* dst, const From* src, size_t n, Lanes lanes) {
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
-    const size_t end = blk * kBlock + kBlock < n ? blk * kBlock + kBlock : n;
-    size_t i = blk * kBlock;
-    for (; i + kCastLanes <= end; i += kCastLanes) lanes(dst + i, src + i);
-    if (i < end) {
-      From in[kCastLanes] = {};
-      To out[kCastLanes];
-      std::memcpy(in, src + i, (end - i) * sizeof(From));
-      lanes(out, in);
-      std::memcpy(dst + i, out, (end - i) * sizeof(To));
-    }
-  }
-}
-
 }  // namespace
 
 void cast_f32_to_f16_fast(f16* dst, const float* src, size_t n) {
-  cast_blocks(dst, src, n, to_f16_lanes);
+  cast_lanes<kCastLanes>(dst, src, n, to_f16_lanes);
 }
 
 void cast_f16_to_f32_fast(float* dst, const f16* src, size_t n) {
-  cast_blocks(dst, src, n, to_f32_lanes);
+  cast_lanes<kCastLanes>(dst, src, n, to_f32_lanes);
 }
 
 // ---- the records -----------------------------------------------------------------------

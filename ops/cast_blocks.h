@@ -1,0 +1,45 @@
+// The block loop every cast kernel runs (ops/cast.h's f16 casts, ops/bf16.h's bf16 casts):
+// element i of dst from element i of src, threaded over blocks of kCastBlock elements, so no
+// result depends on the thread count.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+
+namespace reftrain {
+
+// Elements per OpenMP block: 16 KiB of f32, a multiple of every ISA's lane count.
+constexpr size_t kCastBlock = 4096;
+
+// dst[i] = one(src[i]) for i < n: the references, one element at a time.
+template <typename To, typename From, typename One>
+void cast_elements(To* dst, const From* src, size_t n, One one) {
+  const size_t nblocks = (n + kCastBlock - 1) / kCastBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kCastBlock + kCastBlock < n ? blk * kCastBlock + kCastBlock : n;
+    for (size_t i = blk * kCastBlock; i < end; ++i) dst[i] = one(src[i]);
+  }
+}
+
+// The same over L elements per call of lanes(dst, src): the fast casts. A block's last < L
+// elements go through the same lanes on a zero-padded copy.
+template <size_t L, typename To, typename From, typename Lanes>
+void cast_lanes(To* dst, const From* src, size_t n, Lanes lanes) {
+  const size_t nblocks = (n + kCastBlock - 1) / kCastBlock;
+#pragma omp parallel for schedule(static)
+  for (size_t blk = 0; blk < nblocks; ++blk) {
+    const size_t end = blk * kCastBlock + kCastBlock < n ? blk * kCastBlock + kCastBlock : n;
+    size_t i = blk * kCastBlock;
+    for (; i + L <= end; i += L) lanes(dst + i, src + i);
+    if (i < end) {
+      From in[L] = {};
+      To out[L];
+      std::memcpy(in, src + i, (end - i) * sizeof(From));
+      lanes(out, in);
+      std::memcpy(dst + i, out, (end - i) * sizeof(To));
+    }
+  }
+}
+
+}  // namespace reftrain
