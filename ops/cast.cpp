@@ -1,4 +1,5 @@
 #include "ops/cast.h"
+
 #include "ops/cast_blocks.h"
 #include "ops/kernel_record.h"
 #include "simd/f16.h"
