@@ -29,6 +29,14 @@ void softmax_row(float* p, int t, int Tn, float scale) {
   for (int u = t + 1; u < Tn; ++u) p[u] = 0;
 }
 
+// Whether no element is Inf or NaN (exponent field all ones): the condition under which the
+// products over keys may skip their exact +0 blocks (Bf16Causal).
+bool all_finite(const bf16* x, size_t n) {
+  uint16_t any = 0;
+  for (size_t i = 0; i < n; ++i) any |= uint16_t((x[i].bits & 0x7F80u) == 0x7F80u);
+  return any == 0;
+}
+
 // One engine per thread of mm, each running its products on one thread: the (b, h) pairs are
 // spread over the threads instead of each small product over all of them (a product is the
 // same sum whoever runs it).
@@ -40,26 +48,37 @@ std::vector<MatmulBf16> per_thread(const MatmulBf16& mm) {
 }
 
 // The head (b, h) of the forward: S, the softmax, P16, out.
+// The causal structure the products may use: the masked scores are never read, and the masked
+// p and ds are +0, so with finite operands a product over keys may skip their blocks.
+struct Masks {
+  Bf16Causal lower_a, upper_a;
+};
+Masks masks(bool finite) {
+  return finite ? Masks{Bf16Causal::kLowerA, Bf16Causal::kUpperA}
+                : Masks{Bf16Causal::kNone, Bf16Causal::kNone};
+}
+
 void forward_head(MatmulBf16& mm, float* out, float* s, bf16* p16, const bf16* q, int Tn, int C,
-                  int hs) {
+                  int hs, Masks m) {
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
   const float scale = 1.0f / std::sqrt(float(hs));
-  // S[t,u] = Σ_i q[t,i]·k[u,i]: B = Kᵀ, the key rows read transposed.
-  mm.run({Tn, Tn, hs, q, Trans::kNo, C3, q + C, Trans::kYes, C3, s, size_t(Tn), false, nullptr});
+  // S[t,u] = Σ_i q[t,i]·k[u,i]: B = Kᵀ, the key rows read transposed; only u ≤ t is read.
+  mm.run({Tn, Tn, hs, q, Trans::kNo, C3, q + C, Trans::kYes, C3, s, size_t(Tn), false, nullptr,
+          Bf16Causal::kLowerOutput});
   for (int t = 0; t < Tn; ++t) softmax_row(s + size_t(t) * Tn, t, Tn, scale);
   cast_f32_to_bf16_fast(p16, s, TT);
   mm.run({Tn, hs, Tn, p16, Trans::kNo, size_t(Tn), q + 2 * C, Trans::kNo, C3, out, size_t(C), false,
-          nullptr});
+          nullptr, m.lower_a});
 }
 
 // The head (b, h) of the backward; dp and ds16 [T,T] are this thread's scratch.
 void backward_head(MatmulBf16& mm, float* dq, float* dp, bf16* ds16, const bf16* dout,
-                   const bf16* q, const float* p, const bf16* p16, int Tn, int C, int hs) {
+                   const bf16* q, const float* p, const bf16* p16, int Tn, int C, int hs, Masks m) {
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
   const float scale = 1.0f / std::sqrt(float(hs));
-  // dP[t,u] = Σ_i dout[t,i]·v[u,i]
+  // dP[t,u] = Σ_i dout[t,i]·v[u,i]; only u ≤ t is read
   mm.run({Tn, Tn, hs, dout, Trans::kNo, size_t(C), q + 2 * C, Trans::kYes, C3, dp, size_t(Tn),
-          false, nullptr});
+          false, nullptr, Bf16Causal::kLowerOutput});
   for (int t = 0; t < Tn; ++t) {
     const float* pr = p + size_t(t) * Tn;
     float* dr = dp + size_t(t) * Tn;
@@ -69,10 +88,12 @@ void backward_head(MatmulBf16& mm, float* dq, float* dp, bf16* ds16, const bf16*
   }
   cast_f32_to_bf16_fast(ds16, dp, TT);
   // dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut
-  mm.run({Tn, hs, Tn, ds16, Trans::kNo, size_t(Tn), q + C, Trans::kNo, C3, dq, C3, true, nullptr});
-  mm.run({Tn, hs, Tn, ds16, Trans::kYes, size_t(Tn), q, Trans::kNo, C3, dq + C, C3, true, nullptr});
+  mm.run({Tn, hs, Tn, ds16, Trans::kNo, size_t(Tn), q + C, Trans::kNo, C3, dq, C3, true, nullptr,
+          m.lower_a});
+  mm.run({Tn, hs, Tn, ds16, Trans::kYes, size_t(Tn), q, Trans::kNo, C3, dq + C, C3, true, nullptr,
+          m.upper_a});
   mm.run({Tn, hs, Tn, p16, Trans::kYes, size_t(Tn), dout, Trans::kNo, size_t(C), dq + 2 * C, C3,
-          true, nullptr});
+          true, nullptr, m.upper_a});
 }
 
 }  // namespace
@@ -82,12 +103,13 @@ void attention_forward_bf16(MatmulBf16& mm, float* out, float* att, bf16* att16,
   const int hs = C / NH;
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
   std::vector<MatmulBf16> engines = per_thread(mm);
+  const Masks m = masks(all_finite(qkv16, size_t(B) * Tn * C3));
 #pragma omp parallel for schedule(dynamic) num_threads(mm.threads())
   for (int bh = 0; bh < B * NH; ++bh) {
     const int b = bh / NH, h = bh % NH;
     forward_head(engines[size_t(omp_get_thread_num())], out + size_t(b) * Tn * C + size_t(h) * hs,
                  att + size_t(bh) * TT, att16 + size_t(bh) * TT,
-                 qkv16 + size_t(b) * Tn * C3 + size_t(h) * hs, Tn, C, hs);
+                 qkv16 + size_t(b) * Tn * C3 + size_t(h) * hs, Tn, C, hs, m);
   }
 }
 
@@ -97,13 +119,15 @@ void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16,
   const int hs = C / NH;
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
   std::vector<MatmulBf16> engines = per_thread(mm);
+  const Masks m =
+      masks(all_finite(qkv16, size_t(B) * Tn * C3) && all_finite(dout16, size_t(B) * Tn * C));
 #pragma omp parallel for schedule(dynamic) num_threads(mm.threads())
   for (int bh = 0; bh < B * NH; ++bh) {
     const int b = bh / NH, h = bh % NH, me = omp_get_thread_num();
     const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;
     backward_head(engines[size_t(me)], dqkv + head, dp + size_t(me) * TT, ds16 + size_t(me) * TT,
                   dout16 + size_t(b) * Tn * C + size_t(h) * hs, qkv16 + head, att + size_t(bh) * TT,
-                  att16 + size_t(bh) * TT, Tn, C, hs);
+                  att16 + size_t(bh) * TT, Tn, C, hs, m);
   }
 }
 

@@ -7,8 +7,10 @@
 //   backward: dP = dOut·Vᵀ;  D_t = Σ_u p·dP (ascending u);  ds = p·(dP − D_t)·scale (f32);
 //             dS = bf16(ds);  dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut
 // The products over keys run over all T positions (K = T, the masked p being exact zeros), so a
-// row's sum has one fixed length and blocking whatever the row. The probabilities are
-// materialised ([B,NH,T,T] in f32 for the backward and in bf16 for the product).
+// row's sum has one fixed length and blocking whatever the row. The fast paths skip the work the
+// mask makes exact (ops/matmul_bf16.h, Bf16Causal: scores above the diagonal, which are never
+// read, and whole +0 blocks of keys when qkv16 and dout16 are finite) without changing a bit. The
+// probabilities are materialised ([B,NH,T,T] in f32 for the backward and in bf16 for the product).
 // Every product runs on the MatmulBf16's path: Bf16Path::kReference is the reference, the fast
 // paths give the same bits (tests/ops/test_bf16.cpp). The (b, h) pairs are spread over
 // mm.threads() threads, each running its head's products on one thread.

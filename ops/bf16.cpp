@@ -76,7 +76,7 @@ float flush_subnormal(float x) {
 float fma_flush(float a, float b, float c) {
   a = flush_subnormal(a), b = flush_subnormal(b), c = flush_subnormal(c);
   const float r = std::fma(a, b, c);
-  if (std::fabs(r) > kMinNormal) return r;
+  if (!(std::fabs(r) <= kMinNormal)) return r;  // normal, ±Inf or NaN (as the hardware: 0·Inf)
   if (std::fabs(r) == kMinNormal && std::fabs(double(a) * double(b) + double(c)) >= kTinyBound) {
     return r;
   }

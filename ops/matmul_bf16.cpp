@@ -4,9 +4,10 @@
 // A fast product packs op(A) and op(B) once, in parallel, into buffers every thread reads (BLIS
 // shares its B panel between the threads of a core group the same way), then walks units of
 // (a chunk of kChunkRows rows) × (one column panel): a thread's consecutive units share the A
-// chunk, which stays in L2, while the panel streams. Each tile of C starts in a per-thread
-// scratch tile (the init, flushed), takes every K block, and is copied out: edge tiles need no
-// special kernel, since the packing's zero padding only produces results that are never stored.
+// chunk, which stays in L2, while the panel streams. A tile of C inside C accumulates in place
+// (its init written there first, flushed); an edge tile goes through a per-thread scratch tile,
+// so edges need no special kernel: the packing's zero padding only produces results that are
+// never stored. Causal products (Bf16Causal) skip tiles and +0 blocks per tile.
 #include "ops/matmul_bf16.h"
 
 #include <omp.h>
@@ -58,16 +59,6 @@ Bf16Path bf16_best_path() {
 
 namespace {
 
-// op(A)(i, k) and op(B)(k, j) as bit patterns, 0 outside the matrix (the padding).
-uint16_t a_bits(const GemmBf16& g, int i, int k) {
-  if (i >= g.M || k >= g.K) return 0;
-  return (g.ta == Trans::kNo ? g.a[size_t(i) * g.lda + k] : g.a[size_t(k) * g.lda + i]).bits;
-}
-uint16_t b_bits(const GemmBf16& g, int k, int j) {
-  if (k >= g.K || j >= g.N) return 0;
-  return (g.tb == Trans::kNo ? g.b[size_t(k) * g.ldb + j] : g.b[size_t(j) * g.ldb + k]).bits;
-}
-
 float init_of(const GemmBf16& g, int i, int j) {
   if (i >= g.M || j >= g.N) return 0.0f;
   const float v = g.accumulate ? g.c[size_t(i) * g.ldc + j] : g.bias ? g.bias[j] : 0.0f;
@@ -79,47 +70,6 @@ int blocks_of(int K) {
 }
 int round_up(int n, int m) {
   return (n + m - 1) / m * m;
-}
-
-// The word of pair r (0..15) of block blk: the chain's step k in the high half, k + 2 in the low.
-int pair_k(int blk, int r) {
-  return blk * dot::kBlock + (r < 8 ? 4 * r : 4 * (r - 8) + 1);
-}
-template <typename Bits>
-uint32_t pair_word(Bits bits, int k) {
-  return uint32_t(bits(k)) << 16 | bits(k + 2);
-}
-
-// AMX packing of 16 rows of op(A) from row i0: row-major, zeros past M and K. A row of A is
-// contiguous (kNo: a copy) or a column (kYes: 16 rows at a time, so each k reads one run).
-void pack_amx_a(bf16* pa, size_t lda, const GemmBf16& g, int i0) {
-  const int rows = std::max(0, std::min(16, g.M - i0));
-  for (int ii = 0; ii < 16; ++ii)
-    std::fill(pa + (i0 + ii) * lda, pa + (i0 + ii + 1) * lda, bf16{0});
-  if (g.ta == Trans::kNo) {
-    for (int ii = 0; ii < rows; ++ii) {
-      std::copy(g.a + size_t(i0 + ii) * g.lda, g.a + size_t(i0 + ii) * g.lda + g.K,
-                pa + (i0 + ii) * lda);
-    }
-  } else {
-    for (int k = 0; k < g.K; ++k) {
-      const bf16* src = g.a + size_t(k) * g.lda + i0;
-      for (int ii = 0; ii < rows; ++ii) pa[(i0 + ii) * lda + k] = src[ii];
-    }
-  }
-}
-
-// One 16-column panel of op(B) in AMX's pair layout: word (pair row r, column jj) holds
-// B(2r, j0 + jj) in the low half and B(2r + 1, j0 + jj) in the high half; zeros outside B.
-void pack_amx_b(bf16* panel, const GemmBf16& g, int j0, int kb) {
-  const int cols = std::max(0, std::min(16, g.N - j0)), pairs = kb * dot::kBlock / 2;
-  std::fill(panel, panel + size_t(pairs) * 32, bf16{0});
-  for (int jj = 0; jj < cols; ++jj) {
-    for (int r = 0; r < pairs && 2 * r < g.K; ++r) {
-      panel[r * 32 + 2 * jj] = bf16{b_bits(g, 2 * r, j0 + jj)};
-      panel[r * 32 + 2 * jj + 1] = bf16{b_bits(g, 2 * r + 1, j0 + jj)};
-    }
-  }
 }
 
 constexpr int kChunkRows = 128;  // rows of A per unit of work: 128 × K bf16 stays in L2
@@ -174,62 +124,227 @@ T* reserve(AlignedBuffer<T>& buf, size_t n) {
   return buf.data();
 }
 
-// tile (rows × cols, row stride ld) = the inits of C[i0.., j0..], flushed, and 0 outside C.
-// (Called once per tile: a per-element init_of here cost as much as the tile's products.)
-void load_tile(float* tile, size_t ld, const GemmBf16& g, int i0, int j0, int rows, int cols) {
-  const int w = std::max(0, std::min(cols, g.N - j0));
+// x with a subnormal value replaced by its signed zero (flush_subnormal, branch-free so that a
+// row of inits vectorises).
+inline float flushed(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  u = (u & 0x7F800000u) ? u : u & 0x80000000u;
+  std::memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// ---- one tile of C ------------------------------------------------------------------------
+// Rows [i0, i0 + rows) × columns [j0, j0 + cols). A tile inside C accumulates in C itself
+// (stride ldc); an edge tile goes through scratch, since the packing's zero padding produces
+// results outside C that are never stored.
+struct TileC {
+  float* c;
+  size_t ldc;
+  bool inside;
+};
+
+// The tile's init (C, the bias or +0; flushed), 0 outside C.
+TileC begin_tile(const GemmBf16& g, float* scratch, int i0, int j0, int rows, int cols) {
+  const bool inside = i0 + rows <= g.M && j0 + cols <= g.N;
+  const TileC t{inside ? g.c + size_t(i0) * g.ldc + j0 : scratch, inside ? g.ldc : size_t(cols),
+                inside};
+  const int r = std::max(0, std::min(rows, g.M - i0)), w = std::max(0, std::min(cols, g.N - j0));
   for (int i = 0; i < rows; ++i) {
-    float* t = tile + i * ld;
+    float* dst = t.c + i * t.ldc;
     const float* src = g.accumulate ? g.c + size_t(i0 + i) * g.ldc + j0
                        : g.bias     ? g.bias + j0
                                     : nullptr;
-    const int n = i0 + i < g.M && src ? w : 0;
-    for (int j = 0; j < n; ++j)
-      t[j] = std::fabs(src[j]) < 0x1p-126f ? std::copysign(0.0f, src[j]) : src[j];
-    std::fill(t + n, t + cols, 0.0f);
+    const int n = i < r && src ? w : 0;
+    for (int j = 0; j < n; ++j) dst[j] = flushed(src[j]);
+    std::fill(dst + n, dst + cols, 0.0f);
   }
+  return t;
 }
-void store_tile(const float* tile, size_t ld, const GemmBf16& g, int i0, int j0, int rows,
-                int cols) {
+
+void end_tile(const TileC& t, const GemmBf16& g, int i0, int j0, int rows, int cols) {
+  if (t.inside) return;
   const int r = std::min(rows, g.M - i0), w = std::min(cols, g.N - j0);
   for (int i = 0; i < r; ++i)
-    std::copy(tile + i * ld, tile + i * ld + w, g.c + size_t(i0 + i) * g.ldc + j0);
+    std::copy(t.c + i * t.ldc, t.c + i * t.ldc + w, g.c + size_t(i0 + i) * g.ldc + j0);
+}
+
+// C + (+0) for every output: −0 becomes +0, the one effect of the +0 blocks a causal product
+// skips (Bf16Causal).
+void add_plus_zero(const TileC& t, int rows, int cols) {
+  for (int i = 0; i < rows; ++i) {
+    float* c = t.c + i * t.ldc;
+    for (int j = 0; j < cols; ++j) c[j] = c[j] == 0.0f ? 0.0f : c[j];
+  }
+}
+
+// Whether none of a tile's outputs is wanted (kLowerOutput: every column past every row).
+bool tile_unwanted(const GemmBf16& g, int i0, int rows, int j0) {
+  return g.causal == Bf16Causal::kLowerOutput && j0 > std::min(i0 + rows, g.M) - 1;
+}
+
+// The K blocks [first, last) a tile of rows [i0, i0 + rows) runs; the others are +0 blocks.
+struct Blocks {
+  int first, last;
+};
+Blocks blocks_for(const GemmBf16& g, int kb, int i0, int rows) {
+  const int last_row = std::min(i0 + rows, g.M) - 1;
+  if (g.causal == Bf16Causal::kLowerA) return {0, std::min(kb, last_row / dot::kBlock + 1)};
+  if (g.causal == Bf16Causal::kUpperA) return {std::min(kb, i0 / dot::kBlock), kb};
+  return {0, kb};
+}
+
+// One tile: its init, kernel(c, ldc, first, last) over the blocks it runs, the skipped blocks'
+// +0 (before, for leading blocks: C = init + 0 comes first), and the store.
+template <typename Kernel>
+void run_tile(const GemmBf16& g, float* scratch, int kb, int i0, int j0, int rows, int cols,
+              Kernel&& kernel) {
+  if (tile_unwanted(g, i0, rows, j0)) return;
+  const Blocks b = blocks_for(g, kb, i0, rows);
+  const TileC t = begin_tile(g, scratch, i0, j0, rows, cols);
+  if (b.first > 0) add_plus_zero(t, rows, cols);
+  if (b.first < b.last) kernel(t.c, t.ldc, b.first, b.last);
+  if (b.last < kb) add_plus_zero(t, rows, cols);
+  end_tile(t, g, i0, j0, rows, cols);
+}
+
+// ---- pair packing (emulated, dpbf16) --------------------------------------------------------
+// Per block of 32 k, 16 words: word r < 8 holds x[4r] in the high half and x[4r + 2] in the low
+// (the even chain, two steps), word 8 + r holds x[4r + 1] and x[4r + 3] (the odd chain).
+int pair_k(int blk, int r) {
+  return blk * dot::kBlock + (r < 8 ? 4 * r : 4 * (r - 8) + 1);
+}
+
+// A run along k, contiguous (x[0..K); null: a padding row or column), as kb blocks of words,
+// word r of block blk at w[(blk·16 + r)·ws].
+void pair_run(uint32_t* w, size_t ws, const bf16* x, int K, int kb) {
+  for (int blk = 0; blk < kb; ++blk) {
+    uint16_t v[dot::kBlock] = {};
+    const int n = x ? std::min(dot::kBlock, K - blk * dot::kBlock) : 0;
+    for (int k = 0; k < n; ++k) v[k] = x[blk * dot::kBlock + k].bits;
+    uint32_t* wb = w + size_t(blk) * dot::kWordsPerBlock * ws;
+    for (int r = 0; r < 8; ++r) {
+      wb[r * ws] = uint32_t(v[4 * r]) << 16 | v[4 * r + 2];
+      wb[(r + 8) * ws] = uint32_t(v[4 * r + 1]) << 16 | v[4 * r + 3];
+    }
+  }
+}
+
+// Word r of block blk for `total` consecutive indices (rows of A, columns of B) whose elements
+// along k lie at src[k·ld + x], x < n (zeros past n and past K): w[x·ws].
+void pair_across(uint32_t* w, size_t ws, const bf16* src, size_t ld, int blk, int r, int K, int n,
+                 int total) {
+  const int k = pair_k(blk, r);
+  const bf16* hi = k < K ? src + size_t(k) * ld : nullptr;
+  const bf16* lo = k + 2 < K ? src + size_t(k + 2) * ld : nullptr;
+  int x = 0;
+  if (hi && lo) {
+    for (; x < n; ++x) w[x * ws] = uint32_t(hi[x].bits) << 16 | lo[x].bits;
+  } else if (hi) {
+    for (; x < n; ++x) w[x * ws] = uint32_t(hi[x].bits) << 16;
+  }
+  for (; x < total; ++x) w[x * ws] = 0;
+}
+
+// Rows [i0, i0 + 16) of op(A) into rows of kb·16 words (stride arow).
+void pack_pair_rows(uint32_t* pa, size_t arow, const GemmBf16& g, int i0, int kb) {
+  const int n = std::max(0, std::min(16, g.M - i0));
+  if (g.ta == Trans::kNo) {
+    for (int i = 0; i < 16; ++i)
+      pair_run(pa + (i0 + i) * arow, 1, i < n ? g.a + size_t(i0 + i) * g.lda : nullptr, g.K, kb);
+    return;
+  }
+  for (int blk = 0; blk < kb; ++blk) {
+    for (int r = 0; r < dot::kWordsPerBlock; ++r)
+      pair_across(pa + i0 * arow + blk * dot::kWordsPerBlock + r, arow, g.a + i0, g.lda, blk, r,
+                  g.K, n, 16);
+  }
+}
+
+// Columns [q·NR, q·NR + NR) of op(B) into one panel: per block, 16 rows of NR words.
+void pack_pair_panel(uint32_t* panel, const GemmBf16& g, int q, int kb) {
+  constexpr int NR = dot::kPairNR;
+  const int j0 = q * NR, n = std::max(0, std::min(NR, g.N - j0));
+  if (g.tb == Trans::kYes) {
+    for (int jj = 0; jj < NR; ++jj)
+      pair_run(panel + jj, NR, jj < n ? g.b + size_t(j0 + jj) * g.ldb : nullptr, g.K, kb);
+    return;
+  }
+  for (int blk = 0; blk < kb; ++blk) {
+    for (int r = 0; r < dot::kWordsPerBlock; ++r)
+      pair_across(panel + (size_t(blk) * dot::kWordsPerBlock + r) * NR, 1, g.b + j0, g.ldb, blk, r,
+                  g.K, n, NR);
+  }
+}
+
+// ---- AMX packing --------------------------------------------------------------------------
+// 16 rows of op(A) from row i0, row-major with row stride lda (kb·32), zeros past M and K.
+void pack_amx_rows(bf16* pa, size_t lda, const GemmBf16& g, int i0) {
+  const int rows = std::max(0, std::min(16, g.M - i0));
+  std::fill(pa + i0 * lda, pa + (i0 + 16) * lda, bf16{0});
+  if (g.ta == Trans::kNo) {
+    for (int i = 0; i < rows; ++i) {
+      const bf16* src = g.a + size_t(i0 + i) * g.lda;
+      std::copy(src, src + g.K, pa + (i0 + i) * lda);
+    }
+    return;
+  }
+  for (int k = 0; k < g.K; ++k) {  // 16 rows at a time, so each k reads one run
+    const bf16* src = g.a + size_t(k) * g.lda + i0;
+    for (int i = 0; i < rows; ++i) pa[(i0 + i) * lda + k] = src[i];
+  }
+}
+
+// One 16-column panel of op(B) in AMX's pair layout: per block, 16 pair rows of 16 columns ×
+// (B(2r, j) in the low half, B(2r + 1, j) in the high half); zeros outside B.
+void pack_amx_panel(bf16* panel, const GemmBf16& g, int j0, int kb) {
+  const int cols = std::max(0, std::min(16, g.N - j0)), pairs = kb * dot::kBlock / 2;
+  std::fill(panel, panel + size_t(pairs) * 32, bf16{0});
+  if (g.tb == Trans::kYes) {  // column j is contiguous along k: each pair is one 32-bit word
+    for (int jj = 0; jj < cols; ++jj) {
+      const bf16* col = g.b + size_t(j0 + jj) * g.ldb;
+      for (int k = 0; k < g.K; ++k) panel[(k / 2) * 32 + 2 * jj + (k & 1)] = col[k];
+    }
+    return;
+  }
+  for (int k = 0; k < g.K; ++k) {  // row k is contiguous along j: interleave rows 2r and 2r + 1
+    const bf16* row = g.b + size_t(k) * g.ldb + j0;
+    bf16* dst = panel + (k / 2) * 32 + (k & 1);
+    for (int jj = 0; jj < cols; ++jj) dst[2 * jj] = row[jj];
+  }
+}
+
+// Whether AMX reads op(A) in place: row-major, with rows filling whole tiles and K whole blocks.
+bool amx_a_in_place(const GemmBf16& g) {
+  return g.ta == Trans::kNo && g.M % dot::kAmxRows == 0 && g.K % dot::kBlock == 0;
 }
 
 }  // namespace
 
-// Pair packing: A as rows of Kb·16 words; B as panels of NR columns, Kb·16 rows of NR words.
+// Pair packing: A as rows of kb·16 words; B as panels of NR columns, kb·16 rows of NR words.
+void MatmulBf16::pack_pairs(const GemmBf16& g, int kb) {
+  constexpr int NR = dot::kPairNR;
+  const size_t arow = size_t(kb) * dot::kWordsPerBlock, bpanel = arow * NR;
+  const int groups = round_up(g.M, 16) / 16, panels = round_up(g.N, NR) / NR;
+  uint32_t *pa = pa_.data(), *pb = pb_.data();  // (reserved by the caller, before the threads)
+#pragma omp for schedule(static)
+  for (int q = 0; q < groups; ++q) pack_pair_rows(pa, arow, g, q * 16, kb);
+#pragma omp for schedule(static)
+  for (int q = 0; q < panels; ++q) pack_pair_panel(pb + q * bpanel, g, q, kb);
+}
+
 void MatmulBf16::run_pairs(const GemmBf16& g) {
   constexpr int MR = dot::kPairMR, NR = dot::kPairNR;
   const int kb = blocks_of(g.K), mp = round_up(g.M, MR), panels = round_up(g.N, NR) / NR;
   const size_t arow = size_t(kb) * dot::kWordsPerBlock, bpanel = arow * NR;
-  uint32_t* pa = reserve(pa_, size_t(mp) * arow);
-  uint32_t* pb = reserve(pb_, size_t(panels) * bpanel);
+  reserve(pa_, size_t(round_up(g.M, 16)) * arow);
+  reserve(pb_, size_t(panels) * bpanel);
   float* tiles = reserve(tiles_, size_t(threads_) * MR * NR);
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, units = chunks * panels;
 #pragma omp parallel num_threads(threads_)
   {
-#pragma omp for schedule(static)
-    for (int i = 0; i < mp; ++i) {
-      for (int blk = 0; blk < kb; ++blk) {
-        for (int r = 0; r < dot::kWordsPerBlock; ++r) {
-          pa[i * arow + blk * dot::kWordsPerBlock + r] =
-              pair_word([&](int k) { return a_bits(g, i, k); }, pair_k(blk, r));
-        }
-      }
-    }
-#pragma omp for schedule(static)
-    for (int q = 0; q < panels; ++q) {
-      for (int blk = 0; blk < kb; ++blk) {
-        for (int r = 0; r < dot::kWordsPerBlock; ++r) {
-          uint32_t* row = pb + q * bpanel + (size_t(blk) * dot::kWordsPerBlock + r) * NR;
-          for (int jj = 0; jj < NR; ++jj) {
-            row[jj] = pair_word([&](int k) { return b_bits(g, k, q * NR + jj); }, pair_k(blk, r));
-          }
-        }
-      }
-    }
-    // (the implicit barrier of the omp for: packing is complete before any tile reads it)
+    if (kb > 0) pack_pairs(g, kb);  // (its omp for's barrier: packed before any tile reads)
+    const uint32_t *pa = pa_.data(), *pb = pb_.data();
     const simd::FlushDenormals mode;
     float* tile = tiles + size_t(omp_get_thread_num()) * MR * NR;
 #pragma omp for schedule(static)
@@ -237,35 +352,52 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
       const int chunk = u / panels, q = u % panels, j0 = q * NR;
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += MR) {
-        load_tile(tile, NR, g, i0, j0, MR, NR);
-        if (path_ == Bf16Path::kDpbf16) {
-          dot::pair_tile_dpbf16(tile, pa + i0 * arow, arow, pb + q * bpanel, kb);
-        } else {
-          dot::pair_tile_emulated<MR, dot::kPairNV>(tile, pa + i0 * arow, arow, pb + q * bpanel,
-                                                    kb);
-        }
-        store_tile(tile, NR, g, i0, j0, MR, NR);
+        run_tile(g, tile, kb, i0, j0, MR, NR, [&](float* c, size_t ldc, int first, int last) {
+          const uint32_t* a = pa + i0 * arow + first * dot::kWordsPerBlock;
+          const uint32_t* b = pb + q * bpanel + size_t(first) * dot::kWordsPerBlock * NR;
+          if (path_ == Bf16Path::kDpbf16) {
+            dot::pair_tile_dpbf16(c, ldc, a, arow, b, last - first);
+          } else {
+            dot::pair_tile_emulated<MR, dot::kPairNV>(c, ldc, a, arow, b, last - first);
+          }
+        });
       }
     }
   }
 }
 
-// AMX packing: A row-major bf16 [rows padded to 32][kb·32]; B per 16-column panel, per block
-// 16 rows of (k = 2r, 2r + 1) pairs for 16 columns.
+// Packs B's panels and returns the A AMX reads: op(A) itself (amx_a_in_place) or packed
+// row-major, rows padded to 32 and K to whole blocks. Runs inside the threads.
+const bf16* MatmulBf16::pack_amx(const GemmBf16& g, int kb) {
+  const size_t panel = size_t(kb) * 512;  // bf16 elements of one 16-column panel
+  const int mp = round_up(g.M, dot::kAmxRows), np = round_up(g.N, dot::kAmxCols);
+  bf16* pb = reinterpret_cast<bf16*>(pb_.data());
+#pragma omp for schedule(static) nowait
+  for (int q = 0; q < np / 16; ++q) pack_amx_panel(pb + q * panel, g, q * 16, kb);
+  if (amx_a_in_place(g)) {
+#pragma omp barrier
+    return g.a;
+  }
+  bf16* pa = reinterpret_cast<bf16*>(pa_.data());
+#pragma omp for schedule(static)
+  for (int i0 = 0; i0 < mp; i0 += 16) pack_amx_rows(pa, size_t(kb) * dot::kBlock, g, i0);
+  return pa;
+}
+
 void MatmulBf16::run_amx(const GemmBf16& g) {
   constexpr int BR = dot::kAmxRows, BC = dot::kAmxCols;
   const int kb = blocks_of(g.K), mp = round_up(g.M, BR), np = round_up(g.N, BC);
-  const size_t lda = size_t(kb) * dot::kBlock, panel = size_t(kb) * 512;  // bf16 elements
-  bf16* pa = reinterpret_cast<bf16*>(reserve(pa_, (size_t(mp) * lda + 1) / 2));
-  bf16* pb = reinterpret_cast<bf16*>(reserve(pb_, (size_t(np / 16) * panel + 1) / 2));
+  const size_t packed_lda = size_t(kb) * dot::kBlock, panel = size_t(kb) * 512;
+  const bool direct = amx_a_in_place(g);
+  const size_t lda = direct ? g.lda : packed_lda;
+  reserve(pa_, direct ? 0 : (size_t(mp) * packed_lda + 1) / 2);
+  reserve(pb_, (size_t(np / 16) * panel + 1) / 2);
   float* tiles = reserve(tiles_, size_t(threads_) * BR * BC);
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, cols = np / BC, units = chunks * cols;
 #pragma omp parallel num_threads(threads_)
   {
-#pragma omp for schedule(static)
-    for (int i0 = 0; i0 < mp; i0 += 16) pack_amx_a(pa, lda, g, i0);
-#pragma omp for schedule(static)
-    for (int q = 0; q < np / 16; ++q) pack_amx_b(pb + q * panel, g, q * 16, kb);
+    const bf16* pa = kb > 0 ? pack_amx(g, kb) : nullptr;
+    const bf16* pb = reinterpret_cast<const bf16*>(pb_.data());
     dot::amx_configure();
     float* tile = tiles + size_t(omp_get_thread_num()) * BR * BC;
 #pragma omp for schedule(static)
@@ -273,9 +405,11 @@ void MatmulBf16::run_amx(const GemmBf16& g) {
       const int chunk = u / cols, q = u % cols, j0 = q * BC;
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += BR) {
-        load_tile(tile, BC, g, i0, j0, BR, BC);
-        dot::amx_block(tile, pa + i0 * lda, lda, pb + 2 * q * panel, pb + (2 * q + 1) * panel, kb);
-        store_tile(tile, BC, g, i0, j0, BR, BC);
+        run_tile(g, tile, kb, i0, j0, BR, BC, [&](float* c, size_t ldc, int first, int last) {
+          const size_t f = size_t(first) * 512;
+          dot::amx_block(c, ldc, pa + i0 * lda + first * dot::kBlock, lda, pb + 2 * q * panel + f,
+                         pb + (2 * q + 1) * panel + f, last - first);
+        });
       }
     }
     dot::amx_release();

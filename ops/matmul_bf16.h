@@ -21,8 +21,9 @@
 // rounding: an exact result in [2^-126 - 2^-151, 2^-126) becomes 0 there instead of 2^-126.
 //
 // Paths (Bf16Path): reference (gemm_bf16_reference, ops/bf16.h's scalar dot, one output at a
-// time, the teaching version); emulated, dpbf16, amx (MatmulBf16: both operands packed once per
-// call into shared panels, then MR×NR tiles over the threads). Tests hold all of them
+// time, the teaching version); emulated, dpbf16, amx (MatmulBf16: the operands packed once per
+// call into shared panels — AMX reads a row-major A in place when its rows fill whole tiles —
+// then tiles of C over the threads, each accumulated in place). Tests hold all of them
 // bit-identical at any thread count.
 #pragma once
 
@@ -35,6 +36,18 @@
 #include "simd/aligned_buffer.h"
 
 namespace reftrain {
+
+// What a caller knows about where a product's zeros are (the attention's causal mask), so that
+// a fast path can skip work without changing a stored bit; the reference computes everything.
+// Skipping a whole block of K whose A terms are all +0 is exact when B is finite: each FMA of the
+// block gives +0, E + O = +0, and C + (+0) is C, except that −0 becomes +0, which the fast paths
+// apply instead (an Inf or NaN in B would have made the block's sum NaN).
+enum class Bf16Causal {
+  kNone,
+  kLowerOutput,  // only C[i,j] with j ≤ i is wanted: C above the diagonal is left unspecified
+  kLowerA,       // A(i,k) = +0 for k > i, and B holds no Inf or NaN
+  kUpperA,       // A(i,k) = +0 for k < i, and B holds no Inf or NaN
+};
 
 // One product; A(i,p) = a[i·lda + p] (kNo) or a[p·lda + i] (kYes), B(p,j) = b[p·ldb + j] (kNo)
 // or b[j·ldb + p] (kYes), as in ops/matmul.h.
@@ -50,6 +63,7 @@ struct GemmBf16 {
   size_t ldc = 0;
   bool accumulate = false;
   const float* bias = nullptr;  // [N], the initial value when not accumulating; may be null
+  Bf16Causal causal = Bf16Causal::kNone;
 };
 
 enum class Bf16Path { kReference, kEmulated, kDpbf16, kAmx };
@@ -75,6 +89,8 @@ class MatmulBf16 {
  private:
   void run_pairs(const GemmBf16& g);
   void run_amx(const GemmBf16& g);
+  void pack_pairs(const GemmBf16& g, int kb);
+  const bf16* pack_amx(const GemmBf16& g, int kb);
   Bf16Path path_;
   int threads_;
   AlignedBuffer<uint32_t> pa_, pb_;  // packed A and B (AMX: bf16 pairs in the words)

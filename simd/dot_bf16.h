@@ -66,12 +66,12 @@ inline float low_of(uint32_t w) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// c (an MR×NR tile, row stride NR) = the canonical product over `blocks` blocks, added to c.
+// c (an MR×NR tile, row stride ldc) = the canonical product over `blocks` blocks, added to c.
 // a: MR rows of pair-packed words, row stride `as` words; b: the panel, per block 16 rows of NR
 // words. Must run under FlushDenormals.
 template <int MR, int NV>
-inline void pair_tile_emulated(float* c, const uint32_t* a, size_t as, const uint32_t* b,
-                               int blocks) {
+inline void pair_tile_emulated(float* c, size_t ldc, const uint32_t* a, size_t as,
+                               const uint32_t* b, int blocks) {
   using V = Batch<float>;
   constexpr int W = int(V::size), NR = NV * W;
   const U32 hi_mask(0xFFFF0000u);
@@ -106,8 +106,8 @@ inline void pair_tile_emulated(float* c, const uint32_t* a, size_t as, const uin
     }
     for (int i = 0; i < MR; ++i) {
       for (int v = 0; v < NV; ++v) {
-        const V cv = V::load_aligned(c + i * NR + v * W);
-        (cv + (e[i][v] + o[i][v])).store_aligned(c + i * NR + v * W);
+        const V cv = V::load_unaligned(c + i * ldc + v * W);
+        (cv + (e[i][v] + o[i][v])).store_unaligned(c + i * ldc + v * W);
       }
     }
   }
@@ -123,7 +123,7 @@ static_assert(kPairNR == 32, "the dpbf16 tile reads the AVX-512 pair packing");
 
 // The same tile through VDPBF16PS: one instruction per word and chain. The adds into c still
 // need FlushDenormals (plain vaddps).
-inline void pair_tile_dpbf16(float* c, const uint32_t* a, size_t as, const uint32_t* b,
+inline void pair_tile_dpbf16(float* c, size_t ldc, const uint32_t* a, size_t as, const uint32_t* b,
                              int blocks) {
   constexpr int MR = 4, NV = 2, NR = 32;
   for (int blk = 0; blk < blocks; ++blk) {
@@ -151,15 +151,15 @@ inline void pair_tile_dpbf16(float* c, const uint32_t* a, size_t as, const uint3
     }
     for (int i = 0; i < MR; ++i) {
       for (int v = 0; v < NV; ++v) {
-        float* cp = c + i * NR + v * 16;
-        _mm512_store_ps(cp, _mm512_add_ps(_mm512_load_ps(cp), _mm512_add_ps(e[i][v], o[i][v])));
+        float* cp = c + i * ldc + v * 16;
+        _mm512_storeu_ps(cp, _mm512_add_ps(_mm512_loadu_ps(cp), _mm512_add_ps(e[i][v], o[i][v])));
       }
     }
   }
 }
 #else
 constexpr bool kHaveDpbf16 = false;
-inline void pair_tile_dpbf16(float*, const uint32_t*, size_t, const uint32_t*, int) {}
+inline void pair_tile_dpbf16(float*, size_t, const uint32_t*, size_t, const uint32_t*, int) {}
 #endif
 
 // ---- AMX ------------------------------------------------------------------------------------
@@ -194,15 +194,15 @@ inline void amx_release() {
   _tile_release();
 }
 
-// c: a 32×32 f32 block (row stride 32), updated in place. a: the block's first row (stride lda
-// elements); b0, b1: two 16-column panels.
-inline void amx_block(float* c, const bf16* a, size_t lda, const bf16* b0, const bf16* b1,
-                      int blocks) {
-  const size_t sa = lda * sizeof(bf16);
-  _tile_loadd(0, c, 128);
-  _tile_loadd(1, c + 16, 128);
-  _tile_loadd(2, c + 16 * 32, 128);
-  _tile_loadd(3, c + 16 * 32 + 16, 128);
+// c: a 32×32 f32 block (row stride ldc floats), updated in place. a: the block's first row
+// (stride lda elements) at its first block; b0, b1: two 16-column panels at their first block.
+inline void amx_block(float* c, size_t ldc, const bf16* a, size_t lda, const bf16* b0,
+                      const bf16* b1, int blocks) {
+  const size_t sa = lda * sizeof(bf16), sc = ldc * sizeof(float);
+  _tile_loadd(0, c, sc);
+  _tile_loadd(1, c + 16, sc);
+  _tile_loadd(2, c + 16 * ldc, sc);
+  _tile_loadd(3, c + 16 * ldc + 16, sc);
   for (int blk = 0; blk < blocks; ++blk) {
     _tile_loadd(4, a + blk * kBlock, sa);
     _tile_loadd(5, a + 16 * lda + blk * kBlock, sa);
@@ -213,10 +213,10 @@ inline void amx_block(float* c, const bf16* a, size_t lda, const bf16* b0, const
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, c, 128);
-  _tile_stored(1, c + 16, 128);
-  _tile_stored(2, c + 16 * 32, 128);
-  _tile_stored(3, c + 16 * 32 + 16, 128);
+  _tile_stored(0, c, sc);
+  _tile_stored(1, c + 16, sc);
+  _tile_stored(2, c + 16 * ldc, sc);
+  _tile_stored(3, c + 16 * ldc + 16, sc);
 }
 #else
 constexpr bool kHaveAmx = false;
@@ -225,7 +225,7 @@ inline bool amx_available() {
 }
 inline void amx_configure() {}
 inline void amx_release() {}
-inline void amx_block(float*, const bf16*, size_t, const bf16*, const bf16*, int) {}
+inline void amx_block(float*, size_t, const bf16*, size_t, const bf16*, const bf16*, int) {}
 #endif
 
 }  // namespace reftrain::simd::bf16dot

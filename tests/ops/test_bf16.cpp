@@ -104,6 +104,11 @@ TEST(Bf16Product, FlushRuleMatchesMeasuredX86) {
   EXPECT_EQ(bits(add_flush(0x1.8p-126f, -0x1p-126f)), 0u);             // an exact subnormal sum: 0
   EXPECT_EQ(bits(add_flush(0x1p-130f, 1.0f)), bits(1.0f));    // a subnormal input reads as 0
   EXPECT_EQ(bits(fma_flush(0x1p-127f, 0x1p100f, 0.0f)), 0u);  // a subnormal factor reads as 0
+  // Non-finite results stay what the FMA makes: 0·Inf and Inf − Inf are NaN, Inf stays Inf.
+  EXPECT_TRUE(std::isnan(fma_flush(0.0f, INFINITY, 1.0f)));
+  EXPECT_TRUE(std::isnan(fma_flush(1.0f, INFINITY, -INFINITY)));
+  EXPECT_TRUE(std::isnan(fma_flush(NAN, 1.0f, 0.0f)));
+  EXPECT_EQ(bits(fma_flush(2.0f, INFINITY, 1.0f)), bits(INFINITY));
 }
 
 // The canonical order, spelled out differently from dot_bf16_canonical: all even terms of a
@@ -152,11 +157,27 @@ struct Shape {
 
 const std::vector<Bf16Path> kFastPaths = {Bf16Path::kEmulated, Bf16Path::kDpbf16, Bf16Path::kAmx};
 
-// One product on every available path and thread count against the reference, bit for bit.
-void check_all_paths(const Shape& s, Trans ta, Trans tb, int init_kind, std::mt19937& rng) {
+// Whether A(i, k) is one of the +0 terms a causal product declares, and whether output (i, j)
+// is one it wants (ops/matmul_bf16.h, Bf16Causal).
+bool masked_a(Bf16Causal causal, int i, int k) {
+  return (causal == Bf16Causal::kLowerA && k > i) || (causal == Bf16Causal::kUpperA && k < i);
+}
+bool wanted(Bf16Causal causal, int i, int j) {
+  return causal != Bf16Causal::kLowerOutput || j <= i;
+}
+
+// One product on every available path and thread count against the reference, bit for bit
+// (a causal product: with A's declared terms set to +0, on the outputs it wants).
+void check_all_paths(const Shape& s, Trans ta, Trans tb, int init_kind, std::mt19937& rng,
+                     Bf16Causal causal = Bf16Causal::kNone) {
   const size_t lda = ta == Trans::kNo ? s.K + 3 : s.M + 3,
                ldb = tb == Trans::kNo ? s.N + 5 : s.K + 5;
-  const std::vector<bf16> a = random_bf16(lda * (ta == Trans::kNo ? s.M : s.K), rng);
+  std::vector<bf16> a = random_bf16(lda * (ta == Trans::kNo ? s.M : s.K), rng);
+  for (int i = 0; i < s.M; ++i) {
+    for (int k = 0; k < s.K; ++k) {
+      if (masked_a(causal, i, k)) a[ta == Trans::kNo ? i * lda + k : k * lda + i] = bf16{0};
+    }
+  }
   const std::vector<bf16> b = random_bf16(ldb * (tb == Trans::kNo ? s.K : s.N), rng);
   std::normal_distribution<float> nd;
   std::vector<float> c0(size_t(s.M) * s.N), bias(s.N);
@@ -175,7 +196,8 @@ void check_all_paths(const Shape& s, Trans ta, Trans tb, int init_kind, std::mt1
              nullptr,
              size_t(s.N),
              init_kind == 1,
-             init_kind == 2 ? bias.data() : nullptr};
+             init_kind == 2 ? bias.data() : nullptr,
+             causal};
   std::vector<float> ref = c0;
   g.c = ref.data();
   gemm_bf16_reference(g, 1);
@@ -187,10 +209,11 @@ void check_all_paths(const Shape& s, Trans ta, Trans tb, int init_kind, std::mt1
       MatmulBf16 mm(p, threads);
       mm.run(g);
       for (size_t i = 0; i < got.size(); ++i) {
+        if (!wanted(causal, int(i / s.N), int(i % s.N))) continue;
         ASSERT_EQ(bits(got[i]), bits(ref[i]))
             << bf16_path_name(p) << " threads " << threads << " M" << s.M << " N" << s.N << " K"
-            << s.K << " ta " << int(ta) << " tb " << int(tb) << " init " << init_kind << " at " << i
-            << ": " << got[i] << " vs " << ref[i];
+            << s.K << " ta " << int(ta) << " tb " << int(tb) << " init " << init_kind << " causal "
+            << int(causal) << " at " << i << ": " << got[i] << " vs " << ref[i];
       }
     }
   }
@@ -209,6 +232,51 @@ TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
   }
 }
 
+// The causal products (the attention's): every path skips the declared +0 blocks and unwanted
+// tiles and still gives the reference's bits, for square and ragged shapes, either layout of A.
+TEST(Bf16Matmul, CausalProductsEqualReference) {
+  std::mt19937 rng(31);
+  const std::vector<Shape> shapes = {{64, 64, 64}, {96, 40, 96}, {37, 37, 37}, {130, 33, 130}};
+  for (Bf16Causal causal : {Bf16Causal::kLowerOutput, Bf16Causal::kLowerA, Bf16Causal::kUpperA}) {
+    for (const Shape& s : shapes) {
+      for (Trans ta : {Trans::kNo, Trans::kYes}) {
+        for (int init = 0; init < 3; ++init) check_all_paths(s, ta, Trans::kNo, init, rng, causal);
+      }
+    }
+  }
+}
+
+// A skipped +0 block still counts: C + (+0) turns −0 into +0. Rows whose sum is −0 (an init of
+// −0 plus products that flush to −0) must come out +0 where the reference adds the masked blocks.
+TEST(Bf16Matmul, SkippedBlocksTurnMinusZeroIntoPlusZero) {
+  const int n = 64;
+  for (Bf16Causal causal : {Bf16Causal::kLowerA, Bf16Causal::kUpperA}) {
+    std::vector<bf16> a(size_t(n) * n), b(size_t(n) * n, f32_to_bf16(-0x1p-64f));
+    for (int i = 0; i < n; ++i) {
+      for (int k = 0; k < n; ++k)
+        a[size_t(i) * n + k] = masked_a(causal, i, k) ? bf16{0} : f32_to_bf16(0x1p-64f);
+    }
+    GemmBf16 g{n,          n,         n,       a.data(),  Trans::kNo, size_t(n), b.data(),
+               Trans::kNo, size_t(n), nullptr, size_t(n), true,       nullptr,   causal};
+    std::vector<float> ref(size_t(n) * n, -0.0f);
+    g.c = ref.data();
+    gemm_bf16_reference(g, 1);
+    // The row with no masked block keeps −0; the row with one becomes +0.
+    const bool lower = causal == Bf16Causal::kLowerA;
+    EXPECT_EQ(bits(ref[0]), lower ? 0u : 0x80000000u);
+    EXPECT_EQ(bits(ref[size_t(n - 1) * n]), lower ? 0x80000000u : 0u);
+    for (Bf16Path p : kFastPaths) {
+      if (!bf16_path_available(p)) continue;
+      std::vector<float> got(size_t(n) * n, -0.0f);
+      g.c = got.data();
+      MatmulBf16(p, 2).run(g);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(bits(got[i]), bits(ref[i]))
+            << bf16_path_name(p) << " causal " << int(causal) << " at " << i;
+    }
+  }
+}
+
 // The shapes of a linear layer at training size, where chunks and panels are many and threads
 // take several units each.
 TEST(Bf16Matmul, TrainingShapesEqualReference) {
@@ -218,16 +286,30 @@ TEST(Bf16Matmul, TrainingShapesEqualReference) {
   check_all_paths({384, 128, 256}, Trans::kYes, Trans::kNo, 1, rng);  // backward weight
 }
 
-// The bf16 attention: forward and backward give the same bits on every path and thread count,
-// and are the attention: within bf16's rounding of the f32 reference (attention_forward and
-// attention_backward on the same bf16-valued inputs).
-TEST(Bf16Attention, EveryPathEqualsReferenceAndIsTheAttention) {
-  const int B = 2, Tn = 37, C = 24, NH = 3;
+// Bits equal, or both NaN (a NaN's payload is whatever the instruction makes).
+void expect_same_bits(const std::vector<float>& got, const std::vector<float>& ref,
+                      const char* what) {
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(ref[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << what << " " << i;
+    } else {
+      ASSERT_EQ(bits(got[i]), bits(ref[i])) << what << " " << i;
+    }
+  }
+}
+
+// The bf16 attention's forward and backward on every path and thread count against the
+// reference path, bit for bit; out and dqkv of the reference returned. inf_row ≥ 0 puts an Inf
+// into that row of V, which must turn the causal skipping off (the reference's NaNs kept).
+void check_attention_paths(int B, int Tn, int C, int NH, int inf_row, std::vector<float>& qkv,
+                           std::vector<float>& dout, std::vector<float>& out_ref,
+                           std::vector<float>& dqkv_ref) {
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
-  std::vector<float> qkv(size_t(B) * Tn * 3 * C), dout(size_t(B) * Tn * C);
+  qkv.resize(size_t(B) * Tn * 3 * C), dout.resize(size_t(B) * Tn * C);
   for (float& x : qkv) x = bf16_to_f32(f32_to_bf16(nd(rng)));
   for (float& x : dout) x = bf16_to_f32(f32_to_bf16(nd(rng)));
+  if (inf_row >= 0) qkv[size_t(inf_row) * 3 * C + 2 * C] = INFINITY;
   std::vector<bf16> qkv16(qkv.size()), dout16(dout.size());
   cast_f32_to_bf16(qkv16.data(), qkv.data(), qkv.size());
   cast_f32_to_bf16(dout16.data(), dout.data(), dout.size());
@@ -242,23 +324,44 @@ TEST(Bf16Attention, EveryPathEqualsReferenceAndIsTheAttention) {
     attention_backward_bf16(mm, dqkv.data(), dp.data(), ds16.data(), dout16.data(), qkv16.data(),
                             att.data(), att16.data(), B, Tn, C, NH);
   };
-  std::vector<float> out_ref, dqkv_ref, out, dqkv;
+  std::vector<float> out, dqkv;
   run(Bf16Path::kReference, 1, out_ref, dqkv_ref);
   for (Bf16Path p : kFastPaths) {
     if (!bf16_path_available(p)) continue;
     for (int threads : {1, 3}) {
       run(p, threads, out, dqkv);
-      for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(bits(out[i]), bits(out_ref[i])) << i;
-      for (size_t i = 0; i < dqkv.size(); ++i) ASSERT_EQ(bits(dqkv[i]), bits(dqkv_ref[i])) << i;
+      expect_same_bits(out, out_ref, bf16_path_name(p));
+      expect_same_bits(dqkv, dqkv_ref, bf16_path_name(p));
     }
   }
-  std::vector<float> out32(dout.size()), att32(att_n), dqkv32(qkv.size(), 0.5f),
-      dp32(size_t(B) * NH * Tn);
-  attention_forward(out32.data(), att32.data(), qkv.data(), B, Tn, C, NH);
-  attention_backward(dqkv32.data(), dp32.data(), dout.data(), qkv.data(), att32.data(), B, Tn, C,
-                     NH);
-  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out_ref[i], out32[i], 0.02f) << i;
-  for (size_t i = 0; i < dqkv.size(); ++i) EXPECT_NEAR(dqkv_ref[i], dqkv32[i], 0.05f) << i;
+}
+
+// The bf16 attention gives the same bits on every path and thread count (T ragged, and T whole
+// blocks, where the fast paths skip whole +0 blocks of keys and AMX reads P in place), and is
+// the attention: within bf16's rounding of the f32 reference (attention_forward and
+// attention_backward on the same bf16-valued inputs).
+TEST(Bf16Attention, EveryPathEqualsReferenceAndIsTheAttention) {
+  for (int Tn : {37, 96}) {
+    const int B = 2, C = 24, NH = 3;
+    std::vector<float> qkv, dout, out_ref, dqkv_ref;
+    check_attention_paths(B, Tn, C, NH, -1, qkv, dout, out_ref, dqkv_ref);
+    const size_t att_n = size_t(B) * NH * Tn * Tn;
+    std::vector<float> out32(dout.size()), att32(att_n), dqkv32(qkv.size(), 0.5f),
+        dp32(size_t(B) * NH * Tn);
+    attention_forward(out32.data(), att32.data(), qkv.data(), B, Tn, C, NH);
+    attention_backward(dqkv32.data(), dp32.data(), dout.data(), qkv.data(), att32.data(), B, Tn, C,
+                       NH);
+    for (size_t i = 0; i < out_ref.size(); ++i) EXPECT_NEAR(out_ref[i], out32[i], 0.02f) << i;
+    for (size_t i = 0; i < dqkv_ref.size(); ++i) EXPECT_NEAR(dqkv_ref[i], dqkv32[i], 0.05f) << i;
+  }
+}
+
+// An Inf in V makes 0·Inf = NaN in the reference's masked terms: the fast paths must not skip
+// them then (the rows before the Inf's row would come out finite).
+TEST(Bf16Attention, AnInfInTheOperandsTurnsSkippingOff) {
+  std::vector<float> qkv, dout, out_ref, dqkv_ref;
+  check_attention_paths(1, 96, 24, 3, 80, qkv, dout, out_ref, dqkv_ref);
+  EXPECT_TRUE(std::isnan(out_ref[0]));  // row 0 reads V's row 80 through a masked +0: 0·Inf
 }
 
 // The decode row (a KV cache's next position) has the bits of the same row of a forward over
