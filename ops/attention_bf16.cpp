@@ -158,7 +158,7 @@ std::vector<KernelRecord> attention_bf16_records() {
   const std::string how =
       "its four products on MatmulBf16's best path (AMX, VDPBF16PS or FMAs under FTZ and DAZ); "
       "bit-identical";
-  const std::string page = "docs/numerics.md";
+  const std::string page = "docs/kernels/14_bf16.md";
   return {
       {"attention_forward_bf16",
        "causal: S = Q·Kᵀ (bf16 product); att = softmax_u≤t(S/√hs) (f32); att16 = bf16(att); "

@@ -123,8 +123,8 @@ std::vector<KernelRecord> cast_bf16_records() {
        "threaded, simd::kBf16Lanes at a time in integer lanes (simd/bf16.h); bit-identical",
        "",
        "bf16.wgsl:cast_f32_to_bf16",
-       "docs/numerics.md",
-       "",
+       "docs/kernels/14_bf16.md",
+       "bf16_dot",
        "tests/ops/test_bf16.cpp, tests/golden/test_golden_bf16.cpp",
        ""},
   };

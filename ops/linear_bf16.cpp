@@ -39,7 +39,7 @@ std::vector<KernelRecord> linear_bf16_records() {
   const std::string how =
       "on MatmulBf16's best path (AMX tiles, VDPBF16PS, or FMAs under FTZ and DAZ): packed panels, "
       "threads over M×N; bit-identical";
-  const std::string page = "docs/numerics.md", wgsl = "linear_bf16.wgsl";
+  const std::string page = "docs/kernels/14_bf16.md", wgsl = "linear_bf16.wgsl";
   const std::string bench = "bench/bench_bf16.cpp (one layer's three products, fp32 and bf16)";
   return {
       {"linear_forward_bf16",
@@ -55,7 +55,7 @@ std::vector<KernelRecord> linear_bf16_records() {
        variants,
        wgsl,
        page,
-       "",
+       "bf16_dot",
        tests,
        bench},
       {"linear_backward_data_bf16",
@@ -71,7 +71,7 @@ std::vector<KernelRecord> linear_bf16_records() {
        variants,
        wgsl,
        page,
-       "",
+       "bf16_dot",
        tests,
        bench},
       {"linear_backward_weight_bf16",
@@ -89,7 +89,7 @@ std::vector<KernelRecord> linear_bf16_records() {
        variants,
        wgsl,
        page,
-       "",
+       "bf16_dot",
        tests,
        bench},
   };

@@ -13,6 +13,7 @@
 #include "apps/explain/svg.h"
 #include "core/tokenizer/bpe_train.h"
 #include "ops/activation.h"
+#include "ops/bf16.h"
 #include "ops/cast.h"
 #include "ops/embed.h"
 #include "ops/linear.h"
@@ -328,6 +329,56 @@ std::vector<Exercise> cast(uint64_t seed) {
            h, 1e-9}};
 }
 
+// Four bf16 pairs chosen so that the two orders differ and a student can follow each rounding:
+// 512·512 = 2^18 where floats are 2^-5 apart, and the small products are odd multiples of 2^-8,
+// so the sequential chain rounds the first away (never a tie) and the canonical one, whose even
+// chain cancels the big pair before the odd chain meets it, keeps it.
+struct Bf16Pairs {
+  std::vector<bf16> x, w;
+  std::string text;  // the data as the exercise prints it
+};
+
+Bf16Pairs bf16_pairs(uint64_t seed) {
+  Inputs in(seed);
+  const std::vector<int> t = in.tokens(4, 16);
+  const double m1 = 2 * (t[0] % 8) + 1, n1 = 2 * (t[1] % 8) + 1;  // odd, 1..15
+  const double m2 = 2 * t[2] - 15, n2 = 2 * t[3] - 15;            // odd, -15..15
+  const std::vector<double> x = {512, m1 / 16, -512, m2 / 16}, w = {512, n1 / 16, 512, n2 / 16};
+  Bf16Pairs p;
+  auto row = [&](const char* name, const std::vector<double>& v, std::vector<bf16>& out) {
+    p.text += std::string("  ") + name + " = [";
+    for (size_t k = 0; k < v.size(); ++k) {
+      out.push_back(f32_to_bf16(float(v[k])));
+      p.text += (k ? ", " : "") + fmtf("%g", v[k]);
+    }
+    p.text += "]\n";
+  };
+  row("x", x, p.x);
+  row("w", w, p.w);
+  return p;
+}
+
+std::vector<Exercise> bf16_dot(uint64_t seed) {
+  const Bf16Pairs p = bf16_pairs(seed);
+  const float canonical = dot_bf16_canonical(0.0f, p.x.data(), 1, p.w.data(), 1, 4);
+  float sequential = 0.0f;
+  for (int k = 0; k < 4; ++k) {
+    sequential = fma_flush(bf16_to_f32(p.x[size_t(k)]), bf16_to_f32(p.w[size_t(k)]), sequential);
+  }
+  return {{"Exercise 1 (bf16_dot). K = 4 (one block of 32, padded with zeros), bf16 values:\n" +
+               p.text +
+               "Compute sum_k x[k]*w[k] in float in the canonical order: even = fma(x[2], w[2], "
+               "fma(x[0], w[0], 0)), odd = fma(x[3], w[3], fma(x[1], w[1], 0)), then 0 + (even + "
+               "odd). Each fma rounds once to float (24 significant bits)." +
+               how("bf16_dot", 1, "to 6 decimals"),
+           double(canonical), 1e-6},
+          {"Exercise 2 (bf16_dot). Same data. Compute it in the sequential order of the fp32 "
+           "matmul: one fma chain from 0 over k = 0, 1, 2, 3. Between 2^18 and 2^19 the floats "
+           "are 2^-5 apart." +
+               how("bf16_dot", 2, "to 6 decimals"),
+           double(sequential), 1e-6}};
+}
+
 std::vector<Exercise> adamw(uint64_t seed) {
   Inputs in(seed);
   const Vec v = in.uniform(2, -1, 1);
@@ -386,6 +437,7 @@ std::vector<Exercise> exercises(const std::string& name, uint64_t seed) {
       {"ffn_backward", ffn_backward},
       {"crossentropy", crossentropy},
       {"cast", cast},
+      {"bf16_dot", bf16_dot},
       {"adamw_update", adamw},
       {"determinism", determinism},
       {"bpe", bpe},

@@ -148,6 +148,7 @@ const std::vector<Explainer>& explainers() {
     add_activation(v);
     add_loss(v);
     add_cast(v);
+    add_bf16(v);
     add_optimizer(v);
     add_tokenizer(v);
     add_determinism(v);

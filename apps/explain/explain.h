@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/bf16.h"
 #include "ops/matmul.h"
 
 namespace reftrain::explain {
@@ -116,11 +117,30 @@ void add_attention(std::vector<Explainer>& v);
 void add_activation(std::vector<Explainer>& v);
 void add_loss(std::vector<Explainer>& v);
 void add_cast(std::vector<Explainer>& v);
+// add_bf16: the format, and one dot product in the canonical bf16 order and in the sequential
+// one, for docs/kernels/14_bf16.md.
+void add_bf16(std::vector<Explainer>& v);
 void add_optimizer(std::vector<Explainer>& v);
 // add_tokenizer: BPE training merge by merge, for docs/kernels/13_tokenizer.md.
 void add_tokenizer(std::vector<Explainer>& v);
 // The training text `explain bpe --seed S` and its exercise use.
 std::string bpe_exercise_text(uint64_t seed);
+// bf16_dot's worked example, which its figure draws too: K pairs from the seed rounded to bf16,
+// drawn again (at most 16 draws) until the canonical and the sequential order give different
+// bits, and both orders step by step. The canonical one is checked against dot_bf16_canonical.
+struct Bf16Dot {
+  static constexpr int kK = 40;  // one full block of 32 and one padded
+  std::vector<bf16> x, w;
+  int draws = 1;
+  std::vector<float> chain;           // after the fma at k, every k of the padded blocks
+  std::vector<float> even, odd, acc;  // per block: the chains at its end, and acc after it
+  std::vector<float> seq;             // the sequential chain after the fma at k, k < kK
+  float canonical() const { return acc.back(); }
+  float sequential() const { return seq.back(); }
+};
+Bf16Dot bf16_dot_example(uint64_t seed);
+// How many floats apart a and b are (ulps).
+int64_t ulps_between(float a, float b);
 // add_model: the init std and layout counts of every preset, for docs/training.md.
 void add_model(std::vector<Explainer>& v);
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "apps/explain/svg.h"
 #include "core/tokenizer/bpe_train.h"
 #include "ops/activation.h"
+#include "ops/bf16.h"
 #include "ops/cast.h"
 #include "ops/linear.h"
 #include "ops/loss.h"
@@ -65,7 +67,8 @@ double map_column(Svg& svg, double x, double y, double w, const std::vector<MapB
                                             "10_attention_backward",
                                             "11_linear_backward",
                                             "12_optimizer",
-                                            "13_tokenizer"};
+                                            "13_tokenizer",
+                                            "14_bf16"};
     const bool linked = !b.page.empty();
     if (linked) svg.begin_link("../kernels/" + pages[size_t(std::stoi(b.page))] + ".md");
     svg.rect(x, y, w, h, b.label.rfind("data", 0) == 0 ? kData : fill, "#333", 1);
@@ -160,9 +163,12 @@ std::string map_svg() {
                   kBwd, true);
   by = map_column(svg, bx, by, bw,
                   {{"embedding backward: scatter-add", "01", "g: every weight's gradient"},
-                   {"grad norm, clip, AdamW (two ranges)", "12", "w updated, g = 0"},
-                   {"mixed precision: the f16 mirror of w", "08", ""}},
-                  kOpt, false);
+                   {"grad norm, clip, AdamW (two ranges)", "12", "w updated, g = 0"}},
+                  kOpt, true);
+  // The weight copy of a reduced precision: one of two, side by side.
+  const double half = bw / 2 - 4;
+  map_column(svg, bx, by, half, {{"mixed: f16 mirror of w", "08", ""}}, kOpt, false);
+  map_column(svg, bx + bw - half, by, half, {{"bf16: bf16 mirror of w", "14", ""}}, kOpt, false);
   // Legend.
   const double ly = 826;
   svg.rect(110, ly - 11, 14, 14, kFwd);
@@ -173,7 +179,6 @@ std::string map_svg() {
   svg.text(420, ly, "end of the backward, optimizer", 11);
   svg.line(620, ly - 4, 650, ly - 4, kBlue, 4);
   svg.text(658, ly, "residual stream x [B,T,C]: branches add into it", 11);
-  (void)by;
   return svg.str();
 }
 
@@ -632,12 +637,8 @@ std::string cast_svg() {
   std::memcpy(&f32, &x, 4);
   const uint16_t h = f32_to_f16_bits(x);
   const double hv = double(f16_bits_to_f32(h));
-  // bf16 is the top half of an f32, rounded to nearest even (reftrain has no bf16 kernel; the
-  // figure shows it for comparison, computed here the way every bf16 cast does).
-  const uint32_t bf = (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16;
-  float bfv;
-  const uint32_t bf_back = bf << 16;
-  std::memcpy(&bfv, &bf_back, 4);
+  const bf16 bf = f32_to_bf16(x);
+  const float bfv = bf16_to_f32(bf);
   Svg svg(800, 330, "08_cast: f32, f16 and bf16 bit fields of 0.1");
   svg.text(400, 24, "0.1 in three formats: sign | exponent | mantissa (round to nearest even)",
            13.5, "middle", "#111", true);
@@ -662,7 +663,7 @@ std::string cast_svg() {
                fmtf("%.3f", (hv - double(x)) / double(x) * 100) +
                " %; 0.1 lies in [2^-4, 2^-3), where f16 values are 2^-14 apart",
            11.5, "start", kGray);
-  field(200, "bf16", bits_of_u32(bf, 16), 8, "= " + fmtf("%.10f", double(bfv)));
+  field(200, "bf16", bits_of_u32(bf.bits, 16), 8, "= " + fmtf("%.10f", double(bfv)));
   svg.text(80, 244,
            "8 exponent bits (f32's range), 7 mantissa bits: error " +
                fmtf("%.2e", double(bfv) - double(x)) + " = " +
@@ -675,6 +676,130 @@ std::string cast_svg() {
   svg.text(180, 292, "exponent", 11.5);
   svg.rect(270, 280, 14, 14, "#dbe8d5");
   svg.text(290, 292, "mantissa (the dropped bits decide the rounding)", 11.5);
+  return svg.str();
+}
+
+// ---- 14: bf16's range against f16's, and the canonical order of the worked example --------------
+
+// One format's bar on the log2 axis: its subnormals (lighter; dashed when reftrain flushes them)
+// from `sub` to `normal`, its normal numbers from `normal` to `max`.
+void range_bar(Svg& svg, const Scale& x, double y, const std::string& name, float sub, float normal,
+               float max, bool flushed) {
+  const double ls = std::log2(double(sub)), ln = std::log2(double(normal)),
+               lm = std::log2(double(max));
+  svg.text(x.a - 12, y + 17, name, 13, "end", "#111", true);
+  if (flushed) {
+    svg.line(x(ls), y + 12, x(ln), y + 12, kGray, 1, true);
+    svg.text(x(ls) - 4, y - 4, "subnormals: 0 in reftrain", 10.5, "start", kGray);
+  } else {
+    svg.rect(x(ls), y, x(ln) - x(ls), 24, "#dbe8f8", "#888", 0.6);
+  }
+  svg.rect(x(ln), y, x(lm) - x(ln), 24, "#bcd4f6", "#888", 0.6);
+  svg.text(x(lm) + 6, y + 17, fmtf("max %.6g", double(max)), 11, "start", kGray);
+}
+
+std::string bf16_range_svg() {
+  Svg svg(880, 330, "14_bf16: the range of f32, bf16 and f16, from the program's casts");
+  svg.text(440, 24, "Which magnitudes each format holds (log2 |x|): bf16 has f32's range", 13.5,
+           "middle", "#111", true);
+  const Scale x{-150, 130, 80, 740};
+  range_bar(svg, x, 60, "f32", float_of(1), float_of(0x00800000), float_of(0x7F7FFFFF), false);
+  range_bar(svg, x, 120, "bf16", bf16_to_f32(bf16{0x0001}), bf16_to_f32(bf16{0x0080}),
+            bf16_to_f32(bf16{0x7F7F}), true);
+  range_bar(svg, x, 180, "f16", f16_bits_to_f32(0x0001), f16_bits_to_f32(0x0400),
+            f16_bits_to_f32(0x7BFF), false);
+  // The axis, with the edges of the bars.
+  const double ay = 230;
+  svg.line(x.a, ay, x.b, ay, "#333", 1);
+  const std::vector<int> ticks = {-149, -126, -24, -14, 0, 16, 128};
+  for (size_t i = 0; i < ticks.size(); ++i) {
+    svg.line(x(ticks[i]), ay, x(ticks[i]), ay + 5, "#333", 1);
+    svg.text(x(ticks[i]), ay + 18 + 12 * double(i % 2), "2^" + std::to_string(ticks[i]), 10.5,
+             "middle");
+  }
+  // A gradient the backward meets at once: dlogits of gpt2-124m at init, cast both ways.
+  const float g = float(1.0 / 50257 / 4096);
+  f16 h;
+  cast_f32_to_f16_fast(&h, &g, 1);
+  const float as_bf16 = bf16_to_f32(f32_to_bf16(g)), as_f16 = f16_bits_to_f32(bits_of(h));
+  const double gx = x(std::log2(double(g)));
+  svg.line(gx, 50, gx, ay, kRed, 1.2, true);
+  svg.circle(gx, 132, 4, kGreen);
+  svg.text(gx + 8, 112, "bf16: " + fmtf("%.4g", double(as_bf16)), 10.5, "start", kGreen);
+  svg.text(gx, 197, "x", 14, "middle", kRed, true);
+  svg.text(gx + 8, 175, "f16: " + fmtf("%g", double(as_f16)) + " (underflow)", 10.5, "start", kRed);
+  svg.text(x.a, 282,
+           "red: 1/V/N = " + fmtf("%.3g", double(g)) +
+               ", one dlogits value of gpt2-124m at init (V = 50257, N = 4*1024 positions)",
+           11, "start", kRed);
+  svg.text(x.a, 300,
+           "f16 training multiplies the loss by a scale S so that such gradients land inside "
+           "f16's bar;",
+           11, "start", kGray);
+  svg.text(x.a, 316, "bf16 covers f32's normal range, so it needs no scale (8 significant bits).",
+           11, "start", kGray);
+  return svg.str();
+}
+
+// A block's k as cells: even k blue, odd k green, the padding grey; the chains and acc below.
+void order_block(Svg& svg, const Bf16Dot& d, size_t b, double x0, double y) {
+  const double cw = 12;
+  for (int i = 0; i < 32; ++i) {
+    const int k = int(b) * 32 + i;
+    const char* fill = k >= Bf16Dot::kK ? kData : k % 2 == 0 ? "#bcd4f6" : "#dbe8d5";
+    svg.rect(x0 + i * cw, y, cw, 22, fill, "#888", 0.6);
+  }
+  const int first = int(b) * 32, last = std::min(first + 31, Bf16Dot::kK - 1);
+  svg.text(x0 + 6, y - 6, "k = " + std::to_string(first), 10.5, "middle", kGray);
+  svg.text(x0 + (last - first) * cw + 6, y - 6, std::to_string(last), 10.5, "middle", kGray);
+  svg.text(x0, y + 44,
+           "even chain, k = " + std::to_string(first) + ", " + std::to_string(first + 2) +
+               ", ..: " + fmtf("%.6e", double(d.even[b])),
+           11, "start", kBlue);
+  svg.text(x0, y + 62,
+           "odd chain, k = " + std::to_string(first + 1) + ", " + std::to_string(first + 3) +
+               ", ..: " + fmtf("%.6e", double(d.odd[b])),
+           11, "start", kGreen);
+  svg.rect(x0, y + 76, 32 * cw, 26, kOpt);
+  svg.text(x0 + 8, y + 94,
+           std::string("acc = ") + (b == 0 ? "+0" : "acc") +
+               " + (even + odd) = " + fmtf("%.6e", double(d.acc[b])),
+           11.5);
+}
+
+std::string bf16_order_svg() {
+  const Bf16Dot d = bf16_dot_example(1);
+  Svg svg(880, 320, "14_bf16: the canonical bf16 order on the worked example");
+  svg.text(440, 24, "explain bf16_dot --seed 1: K = 40 in blocks of 32, the last padded with zeros",
+           13.5, "middle", "#111", true);
+  const double y = 60, x0 = 40, x1 = 456;
+  order_block(svg, d, 0, x0, y);
+  order_block(svg, d, 1, x1, y);
+  svg.arrow(x0 + 384, y + 89, x1 - 1, y + 89, "#333");
+  svg.text(x1 + 14 * 12, y - 6, "40..63: zero padding", 10.5, "start", kGray);
+  // The sequential order: one chain through the 40 real k.
+  const double sy = 220;
+  svg.arrow(x0, sy, x1 + 8 * 12, sy, kRed, 1.5);
+  svg.text(x0, sy - 8,
+           "sequential (the fp32 matmul's order): one chain, k = 0, 1, .., 39: " +
+               fmtf("%.6e", double(d.sequential())),
+           11, "start", kRed);
+  const float c = d.canonical(), s = d.sequential();
+  auto hex = [](float v) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%08X", unsigned(bits_of(v)));
+    return std::string(buf);
+  };
+  svg.text(x0, 262,
+           "canonical " + hex(c) + ", sequential " + hex(s) + ": " +
+               std::to_string(ulps_between(c, s)) + " ulp apart; the same fma, another order",
+           11.5, "start", "#111", true);
+  svg.text(x0, 284,
+           "The canonical order is what AMX's TDPBF16PS computes per block of 32: the fastest "
+           "hardware runs it",
+           11, "start", kGray);
+  svg.text(x0, 300, "at full rate, and plain FMAs under FTZ and DAZ reproduce it everywhere.", 11,
+           "start", kGray);
   return svg.str();
 }
 
@@ -897,6 +1022,8 @@ const std::vector<Figure>& figures() {
       {"activations", "docs/kernels/06_swiglu.md", activation_svg},
       {"softmax_loss", "docs/kernels/07_loss.md", loss_svg},
       {"float_bits", "docs/kernels/08_cast.md", cast_svg},
+      {"bf16_range", "docs/kernels/14_bf16.md", bf16_range_svg},
+      {"bf16_order", "docs/kernels/14_bf16.md", bf16_order_svg},
       {"ffn_backward", "docs/kernels/09_backward_ffn.md", ffn_backward_svg},
       {"attention_backward", "docs/kernels/10_attention_backward.md", attention_backward_svg},
       {"linear_backward", "docs/kernels/11_linear_backward.md", linear_backward_svg},

@@ -9,14 +9,18 @@
 //   ```
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "ops/bf16.h"
 #include "tests/common/test_util.h"
 
 namespace reftrain::testing {
@@ -226,11 +230,64 @@ TEST(Explain, EveryBrokenVariantIsCaught) {
   EXPECT_EQ(run_reftrain("explain embed --break assign").exit_code, 2);
 }
 
+// `explain bf16_dot` prints its inputs' bf16 bits and both orders' result bits: computed again
+// from those inputs, dot_bf16_canonical gives the canonical bits and one FMA chain over k the
+// sequential ones, and the seed's example is one where the two differ.
+TEST(Explain, Bf16DotPrintsTheCanonicalProductOfItsInputs) {
+  const std::regex input(R"(\n +(\d+)  0x([0-9A-F]{4}) +\S+   0x([0-9A-F]{4}) )");
+  const std::regex result(R"(\n  (canonical|sequential) +\S+ +bits 0x([0-9A-F]{8}) )");
+  for (const char* seed : {"1", "7"}) {
+    SCOPED_TRACE(std::string("seed ") + seed);
+    const CommandResult r = run_reftrain(std::string("explain bf16_dot --seed ") + seed);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::vector<bf16> x, w;
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), input);
+         it != std::sregex_iterator(); ++it) {
+      EXPECT_EQ(std::stoi((*it)[1]), int(x.size()));
+      x.push_back(bf16{uint16_t(std::stoul((*it)[2], nullptr, 16))});
+      w.push_back(bf16{uint16_t(std::stoul((*it)[3], nullptr, 16))});
+    }
+    ASSERT_EQ(x.size(), 40u);
+    std::map<std::string, uint32_t> printed;
+    for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), result);
+         it != std::sregex_iterator(); ++it) {
+      printed[(*it)[1]] = uint32_t(std::stoul((*it)[2], nullptr, 16));
+    }
+    ASSERT_EQ(printed.size(), 2u) << r.output;
+    const float canonical = dot_bf16_canonical(0.0f, x.data(), 1, w.data(), 1, 40);
+    float sequential = 0.0f;
+    for (size_t k = 0; k < x.size(); ++k) {
+      sequential = std::fma(bf16_to_f32(x[k]), bf16_to_f32(w[k]), sequential);
+    }
+    uint32_t c, s;
+    std::memcpy(&c, &canonical, sizeof c);
+    std::memcpy(&s, &sequential, sizeof s);
+    EXPECT_EQ(printed["canonical"], c);
+    EXPECT_EQ(printed["sequential"], s);
+    EXPECT_NE(c, s) << "the example should show two orders giving two results";
+  }
+}
+
+// The two exercises of bf16_dot ask for the same sum in two orders: their answers differ, by a
+// multiple of 2^-8 (what the sequential chain rounds away next to 2^18).
+TEST(Explain, Bf16DotExercisesHaveTwoAnswers) {
+  for (const char* seed : {"1", "2", "3", "7"}) {
+    const std::string at = std::string("explain bf16_dot --seed ") + seed + " --answer ";
+    const CommandResult one = run_reftrain(at + "1"), two = run_reftrain(at + "2");
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    ASSERT_EQ(two.exit_code, 0) << two.output;
+    const double diff = std::abs(std::stod(one.output) - std::stod(two.output)) * 256;
+    EXPECT_GE(diff, 1 - 1e-3) << seed;
+    EXPECT_NEAR(diff, std::round(diff), 1e-3) << seed;
+  }
+}
+
 TEST(Explain, ThePagesAndTheIndexExist) {
   for (const char* page :
        {"00_backprop.md", "01_embed.md", "02_norm.md", "03_linear.md", "04_rope.md",
         "05_attention.md", "06_swiglu.md", "07_loss.md", "08_cast.md", "09_backward_ffn.md",
-        "10_attention_backward.md", "11_linear_backward.md", "12_optimizer.md"}) {
+        "10_attention_backward.md", "11_linear_backward.md", "12_optimizer.md", "13_tokenizer.md",
+        "14_bf16.md"}) {
     EXPECT_TRUE(fs::exists(kDocs + "/" + page)) << page;
   }
   EXPECT_TRUE(fs::exists(std::string(REFTRAIN_SOURCE_DIR) + "/docs/README.md"));
