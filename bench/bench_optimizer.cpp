@@ -1,13 +1,14 @@
 // The optimizer's memory-bound kernels on a 100M-element mega-buffer (w, g, m, v fp32, plus the
-// fp16 mirror w16), against a STREAM-like triad over arrays of the same length (the peer: what
-// this machine's memory moves). Compare each kernel's GB/s to the triad's as a ratio within one
-// run; bench/RESULTS.md.
+// fp16 mirror w16 or the bf16 mirror wb16), against a STREAM-like triad over arrays of the same
+// length (the peer: what this machine's memory moves). Compare each kernel's GB/s to the triad's as
+// a ratio within one run; bench/RESULTS.md.
 //
 // Bytes counted per element (what the kernel must read and write, not what the cache moves):
 //   triad                  a = b + s·c          12 B  (read b, c; write a)
 //   adamw_update           w, g, m, v r+w        32 B
 //   adamw_update_f16       + write w16           34 B
 //   adamw_update + cast    32 B, then read w and write w16 in a second pass: 32 + 6 = 38 B
+//   (the bf16 mirror's two variants move the same bytes: 34 B fused, 38 B with the cast pass)
 //   reduce_norm_sq         read g                 4 B
 // Write-allocate: a store to a line not in cache first reads it (read-for-ownership), so the
 // triad's real traffic is 16 B per element, 4/3 of what STREAM's convention (used here) counts.
@@ -24,12 +25,14 @@
 
 #include "core/model/model.h"
 #include "core/train/config.h"
+#include "ops/bf16.h"
 #include "ops/cast.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
 
 namespace {
 
+using reftrain::bf16;
 using reftrain::f16;
 
 constexpr size_t kN = 100'000'000;
@@ -40,6 +43,7 @@ constexpr int kIters = 5;
 struct Buffers {
   std::unique_ptr<float[]> w, g, m, v, a, b, c;
   std::unique_ptr<f16[]> w16;
+  std::unique_ptr<bf16[]> wb16;
   Buffers()
       : w(new float[kN]),
         g(new float[kN]),
@@ -48,7 +52,8 @@ struct Buffers {
         a(new float[kN]),
         b(new float[kN]),
         c(new float[kN]),
-        w16(new f16[kN]) {
+        w16(new f16[kN]),
+        wb16(new bf16[kN]) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < kN; ++i) {
       const float x = float(i % 1000) * 1e-3f;  // [0, 1)
@@ -60,6 +65,7 @@ struct Buffers {
       b[i] = x;
       c[i] = 1.0f - x;
       w16[i] = f16(0.0f);
+      wb16[i] = bf16{0};
     }
   }
   // Every update zeroes g, so from the second iteration on the kernels see g = 0. Their speed
@@ -136,6 +142,29 @@ void BM_adamw_update_fast_then_cast(benchmark::State& s) {
   set_rate(s, 38);
 }
 
+void BM_adamw_update_bf16_fast(benchmark::State& s) {
+  Buffers& x = buffers();
+  int t = 1;
+  for (auto _ : s) {
+    reftrain::adamw_update_bf16_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(), x.wb16.get(), kN,
+                                     kStats, kHp, t++);
+    benchmark::ClobberMemory();
+  }
+  set_rate(s, 34);
+}
+
+// What --precision bf16 ran before the AdamW kernel wrote the bf16 mirror itself.
+void BM_adamw_update_fast_then_bf16(benchmark::State& s) {
+  Buffers& x = buffers();
+  int t = 1;
+  for (auto _ : s) {
+    reftrain::adamw_update_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(), kN, kStats, kHp, t++);
+    reftrain::cast_f32_to_bf16_fast(x.wb16.get(), x.w.get(), kN);
+    benchmark::ClobberMemory();
+  }
+  set_rate(s, 38);
+}
+
 void BM_reduce_norm_sq_fast(benchmark::State& s) {
   Buffers& x = buffers();
   for (auto _ : s) benchmark::DoNotOptimize(reftrain::reduce_norm_sq_fast(x.g.get(), kN));
@@ -161,7 +190,7 @@ void optimizer_step_bench(benchmark::State& s, reftrain::Optimizer kind, double 
   int t = 1;
   for (auto _ : s) {
     const reftrain::AdamWHyper hp{1e-4f, train.beta1, train.beta2, train.eps, train.wd};
-    opt.step(model->weights(), model->grads(), model->mirror(), hp, train.clip, t++);
+    opt.step(model->weights(), model->grads(), model->weight_mirror(), hp, train.clip, t++);
     benchmark::ClobberMemory();
   }
   s.counters["GB/s"] =
@@ -182,6 +211,8 @@ REFTRAIN_BENCH(BM_triad);
 REFTRAIN_BENCH(BM_adamw_update_fast);
 REFTRAIN_BENCH(BM_adamw_update_f16_fast);
 REFTRAIN_BENCH(BM_adamw_update_fast_then_cast);
+REFTRAIN_BENCH(BM_adamw_update_bf16_fast);
+REFTRAIN_BENCH(BM_adamw_update_fast_then_bf16);
 REFTRAIN_BENCH(BM_reduce_norm_sq_fast);
 REFTRAIN_BENCH(BM_adamw_update);
 REFTRAIN_BENCH(BM_reduce_norm_sq);

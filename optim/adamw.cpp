@@ -26,7 +26,8 @@ using adamw_core::adamw_element;
 using adamw_core::adamw_range;
 using adamw_core::Coeffs;
 using adamw_core::make_coeffs;
-using adamw_core::mirror_scalar;
+using adamw_core::mirror_element;
+using adamw_core::NoMirror;
 
 // Elements per OpenMP block of the xsimd AdamW kernels: 64 KiB of each fp32 stream, a multiple
 // of every batch width. Blocks are fixed, so the split does not depend on the thread count.
@@ -77,15 +78,25 @@ double chunk_norm_sq(const float* g, size_t begin, size_t end) {
 // ----------------------------------------------------------------------------------------------
 // AdamW
 
-// The xsimd kernel, with or without the fused fp16 mirror. OpenMP takes fixed blocks of kBlock
-// elements, so the split does not depend on the thread count.
-template <bool kMirror>
-void adamw_simd(float* w, float* g, float* m, float* v, f16* w16, size_t n, const Coeffs& c) {
+// The xsimd kernel, without a mirror (M = NoMirror) or with the fused f16 or bf16 one. OpenMP
+// takes fixed blocks of kBlock elements, so the split does not depend on the thread count.
+template <typename M>
+void adamw_simd(float* w, float* g, float* m, float* v, M* w16, size_t n, const Coeffs& c) {
   const size_t nblocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < nblocks; ++blk) {
-    adamw_range<kMirror>(w, g, m, v, w16, blk * kBlock, std::min(n, blk * kBlock + kBlock), c);
+    adamw_range<M>(w, g, m, v, w16, blk * kBlock, std::min(n, blk * kBlock + kBlock), c);
   }
+}
+
+// The reference with a fused mirror of element type M (f16 or bf16): each element's update, then
+// the mirror of its new weight.
+template <typename M>
+void adamw_mirror_reference(float* w, float* g, float* m, float* v, M* w16, size_t n,
+                            const GradStats& stats, const AdamWHyper& hp, int t) {
+  const Coeffs c = make_coeffs(stats, hp, t);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) mirror_element(w16 + i, adamw_element(w, g, m, v, i, c));
 }
 
 }  // namespace
@@ -155,19 +166,27 @@ void adamw_update(float* w, float* g, float* m, float* v, size_t n, const GradSt
 
 void adamw_update_fast(float* w, float* g, float* m, float* v, size_t n, const GradStats& stats,
                        const AdamWHyper& hp, int t) {
-  adamw_simd<false>(w, g, m, v, nullptr, n, make_coeffs(stats, hp, t));
+  adamw_simd<NoMirror>(w, g, m, v, nullptr, n, make_coeffs(stats, hp, t));
 }
 
 void adamw_update_f16(float* w, float* g, float* m, float* v, f16* w16, size_t n,
                       const GradStats& stats, const AdamWHyper& hp, int t) {
-  const Coeffs c = make_coeffs(stats, hp, t);
-#pragma omp parallel for schedule(static)
-  for (size_t i = 0; i < n; ++i) w16[i] = mirror_scalar(adamw_element(w, g, m, v, i, c));
+  adamw_mirror_reference(w, g, m, v, w16, n, stats, hp, t);
 }
 
 void adamw_update_f16_fast(float* w, float* g, float* m, float* v, f16* w16, size_t n,
                            const GradStats& stats, const AdamWHyper& hp, int t) {
-  adamw_simd<true>(w, g, m, v, w16, n, make_coeffs(stats, hp, t));
+  adamw_simd(w, g, m, v, w16, n, make_coeffs(stats, hp, t));
+}
+
+void adamw_update_bf16(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
+                       const GradStats& stats, const AdamWHyper& hp, int t) {
+  adamw_mirror_reference(w, g, m, v, wb16, n, stats, hp, t);
+}
+
+void adamw_update_bf16_fast(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
+                            const GradStats& stats, const AdamWHyper& hp, int t) {
+  adamw_simd(w, g, m, v, wb16, n, make_coeffs(stats, hp, t));
 }
 
 #pragma GCC diagnostic pop
@@ -214,7 +233,8 @@ namespace {
 
 // The GPU study's bindings in order; the tensors keep the short names (w, g, m, v, ...), and
 // `wgsl` names the study's variable: m_buf, v_buf, and a _mp suffix on every name of
-// adamw_update_f16. t is what reftrain's kernels take; a GPU reads bias = (β1^t, β2^t, ε, 0).
+// adamw_update_f16 (adamw_update_bf16, which the study lacks, takes a _bf suffix in our twin,
+// optimizer_bf16.wgsl). t is what reftrain's kernels take; a GPU reads bias = (β1^t, β2^t, ε, 0).
 std::vector<KernelBinding> adamw_bindings(const std::string& sfx) {
   using namespace record;
   std::vector<KernelBinding> b = {
@@ -261,7 +281,20 @@ std::vector<KernelRecord> adamw_records() {
   f.fast_how = "as adamw_update_fast's, the ISA's f16 conversion for the mirror; bit-identical";
   f.bench = "bench/bench_optimizer.cpp BM_adamw_update_f16_fast, BM_adamw_update_fast_then_cast";
   f.wgsl = "optimizer_f16.wgsl";  // a module of its own: only it needs shader-f16
-  return {a, f};
+  KernelRecord b = a;
+  b.name = b.reference = "adamw_update_bf16";
+  b.fast = "adamw_update_bf16_fast";
+  b.math = "adamw_update, then wb16 = bf16(w) in the same pass (cast_f32_to_bf16's rounding)";
+  b.bindings = adamw_bindings("_bf");
+  b.bindings.push_back(record::out("wb16", "bf16", "[size]"));
+  b.bindings.back().wgsl = "dst_wb16";
+  b.twin_file = "";  // the GPU study has no bf16 kernel: our twin alone
+  b.fast_how =
+      "as adamw_update_fast's, the fast bf16 cast's integer rounding for the mirror; "
+      "bit-identical";
+  b.bench = "bench/bench_optimizer.cpp BM_adamw_update_bf16_fast, BM_adamw_update_fast_then_bf16";
+  b.wgsl = "optimizer_bf16.wgsl";  // a module of its own, after prelude/bf16.wgsl
+  return {a, f, b};
 }
 
 }  // namespace reftrain

@@ -1,7 +1,8 @@
 // Global-norm clipping and AdamW over a range of the mega-buffers. GPU twin:
-// 12_optimizer.wgsl (reduce_norm_sq, finalize_grad_stats, adamw_update, adamw_update_f16),
-// whose formulas are written out below and in docs/kernels/12_optimizer.md. A call on the wd
-// range and one on the no-wd range are the CPU twin of the two dispatches.
+// 12_optimizer.wgsl (reduce_norm_sq, finalize_grad_stats, adamw_update, adamw_update_f16; and
+// tests/webgpu's optimizer_bf16.wgsl for adamw_update_bf16), whose formulas are written out below
+// and in docs/kernels/12_optimizer.md. A call on the wd range and one on the no-wd range are the
+// CPU twin of the two dispatches.
 //
 // Each kernel has a scalar reference (the plain name: the teaching version, the oracle, and the
 // name of its fixture and GPU entry point) and a `_fast` version, the same except for xsimd
@@ -11,6 +12,7 @@
 
 #include <cstddef>
 
+#include "ops/bf16.h"
 #include "ops/cast.h"
 
 namespace reftrain {
@@ -69,5 +71,16 @@ void adamw_update_f16(float* w, float* g, float* m, float* v, f16* w16, size_t n
 // bit-identical.
 void adamw_update_f16_fast(float* w, float* g, float* m, float* v, f16* w16, size_t n,
                            const GradStats& stats, const AdamWHyper& hp, int t);
+
+// adamw_update, then in the same pass the bf16 forward mirror of the new weight:
+//   wb16 = bf16(w), round to nearest even, a bf16-subnormal result ±0, any NaN 0x7FC0
+//   (ops/bf16.h's cast_f32_to_bf16: the bits a separate cast pass would write).
+// The same update code as adamw_update_f16; only the mirror's type differs.
+void adamw_update_bf16(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
+                       const GradStats& stats, const AdamWHyper& hp, int t);
+// Same as adamw_update_bf16 except xsimd batches (the fast bf16 cast's integer rounding for the
+// mirror) split over OpenMP threads: bit-identical.
+void adamw_update_bf16_fast(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
+                            const GradStats& stats, const AdamWHyper& hp, int t);
 
 }  // namespace reftrain

@@ -42,6 +42,7 @@ using adamw_core::adamw_element;
 using adamw_core::adamw_range;
 using adamw_core::Coeffs;
 using adamw_core::make_coeffs;
+using adamw_core::NoMirror;
 
 // ---------------------------------------------------------------------------------------------
 // The xsimd path's block quantizers. They do the scalar functions' operations lane-wise and give
@@ -181,7 +182,7 @@ void adamw_8bit_blocks(float* w, float* g, uint32_t* m_packed, uint32_t* v_packe
 #ifndef __clang__  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Waggressive-loop-optimizations"
 #endif
-        adamw_range<false>(w + begin, g + begin, m, v, nullptr, 0, kQuantBlock, c);
+        adamw_range<NoMirror>(w + begin, g + begin, m, v, nullptr, 0, kQuantBlock, c);
 #pragma GCC diagnostic pop
         quantize_m_block(m, mc, &m_scale[b]);
         quantize_v_block(v, vc, &v_scale[b]);
@@ -197,7 +198,7 @@ void adamw_8bit_blocks(float* w, float* g, uint32_t* m_packed, uint32_t* v_packe
     unpack_codes(v_packed + begin / 4, count, codes);
     dequantize_v(codes, v_scale[b], count, v);
     if constexpr (kSimd) {
-      adamw_range<false>(w + begin, g + begin, m, v, nullptr, 0, count, c);
+      adamw_range<NoMirror>(w + begin, g + begin, m, v, nullptr, 0, count, c);
     } else {
       for (size_t i = 0; i < count; ++i) adamw_element(w + begin, g + begin, m, v, i, c);
     }

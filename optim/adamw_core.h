@@ -1,6 +1,8 @@
-// The element-wise core of every AdamW kernel (adamw_update, adamw_update_f16 and the fp32 part
-// of adamw_8bit_update), shared so that all of them do the same float operations in the same
-// order and agree bit for bit. Internal to optim/; the public API is optim/adamw.h.
+// The element-wise core of every AdamW kernel (adamw_update, adamw_update_f16, adamw_update_bf16
+// and the fp32 part of adamw_8bit_update), shared so that all of them do the same float
+// operations in the same order and agree bit for bit: the kernels with a fused mirror differ only
+// in the mirror's element type, a template parameter. Internal to optim/; the public API is
+// optim/adamw.h.
 //
 // Bit-identity of the xsimd path with the scalar one rests on three things:
 //  - both do the same float operations in the same order: products and sums are separate
@@ -16,9 +18,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
+#include "ops/bf16.h"
 #include "ops/cast.h"
 #include "optim/adamw.h"
+#include "simd/bf16.h"
 #include "simd/f16.h"
 #include "simd/simd.h"
 
@@ -72,18 +77,36 @@ inline float adamw_element(float* w, float* g, float* m, float* v, size_t i, con
   return w_new;
 }
 
-// The mirror of one element: the portable bit path of ops/cast.h (clamp to ±65504, then
-// round-to-nearest-even), bit-identical to the batch's simd::store_f16 (simd/f16.h), the fast
-// casts' clamp and conversion instructions.
-inline f16 mirror_scalar(float x) {
-  return f16_of(f32_to_f16_bits(x));
+// The mirror's element type of the kernels that write none (adamw_update, the 8-bit kernel).
+struct NoMirror {};
+
+// The mirror of one new weight, the reference conversion of its type, so that a fused mirror has
+// the bits of a separate cast pass: f16 by ops/cast.h's portable bit path (clamp to ±65504,
+// round to nearest even), bf16 by ops/bf16.h's (round to nearest even, a subnormal result ±0,
+// NaN 0x7FC0).
+inline void mirror_element(f16* dst, float x) {
+  *dst = f16_of(f32_to_f16_bits(x));
+}
+inline void mirror_element(bf16* dst, float x) {
+  *dst = f32_to_bf16(x);
+}
+
+// The mirror of a batch of new weights, bit-identical to mirror_element: the f16 conversion
+// instructions of the fast f16 cast (simd/f16.h), and the integer rounding of the fast bf16 cast
+// (simd/bf16.h).
+inline void mirror_batch(f16* dst, const simd::Batch<float>& x) {
+  simd::store_f16(dst, x);
+}
+inline void mirror_batch(bf16* dst, const simd::Batch<float>& x) {
+  simd::store_bf16(dst, x);
 }
 
 // Elements [begin, end) of one range: full xsimd batches, then the < lanes leftover elements
-// through adamw_element; with kMirror, the fp16 mirror of each new weight too.
-template <bool kMirror>
-inline void adamw_range(float* w, float* g, float* m, float* v, f16* w16, size_t begin, size_t end,
+// through adamw_element; unless M is NoMirror, the mirror (f16 or bf16) of each new weight too.
+template <typename M>
+inline void adamw_range(float* w, float* g, float* m, float* v, M* w16, size_t begin, size_t end,
                         const Coeffs& c) {
+  constexpr bool kMirror = !std::is_same_v<M, NoMirror>;
   using B = simd::Batch<float>;
   constexpr size_t kLanes = B::size;
   const B zero(0.0f), clip(c.clip), beta1(c.beta1), one_minus_beta1(c.one_minus_beta1),
@@ -105,11 +128,11 @@ inline void adamw_range(float* w, float* g, float* m, float* v, f16* w16, size_t
     m_new.store_unaligned(m + i);
     v_new.store_unaligned(v + i);
     zero.store_unaligned(g + i);
-    if constexpr (kMirror) simd::store_f16(w16 + i, w_new);
+    if constexpr (kMirror) mirror_batch(w16 + i, w_new);
   }
   for (; i < end; ++i) {
     const float w_new = adamw_element(w, g, m, v, i, c);
-    if constexpr (kMirror) w16[i] = mirror_scalar(w_new);
+    if constexpr (kMirror) mirror_element(w16 + i, w_new);
   }
 }
 

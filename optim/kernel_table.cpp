@@ -53,6 +53,7 @@ KernelTable reference_kernels() {
   t.norm_sq_partials = norm_sq_partials;
   t.adamw_update = adamw_update;
   t.adamw_update_f16 = adamw_update_f16;
+  t.adamw_update_bf16 = adamw_update_bf16;
   t.adamw_8bit_update = adamw_8bit_update;
   return t;
 }
@@ -93,6 +94,7 @@ KernelTable fast_kernels(MatmulKind matmul, AttentionKind attention) {
   t.norm_sq_partials = norm_sq_partials_fast;
   t.adamw_update = adamw_update_fast;
   t.adamw_update_f16 = adamw_update_f16_fast;
+  t.adamw_update_bf16 = adamw_update_bf16_fast;
   t.adamw_8bit_update = adamw_8bit_update_fast;
   return t;
 }

@@ -67,6 +67,7 @@ struct KernelTable {
   decltype(&norm_sq_partials_fast) norm_sq_partials;
   decltype(&adamw_update_fast) adamw_update;
   decltype(&adamw_update_f16_fast) adamw_update_f16;
+  decltype(&adamw_update_bf16_fast) adamw_update_bf16;
   decltype(&adamw_8bit_update_fast) adamw_8bit_update;
 };
 

@@ -43,8 +43,8 @@ OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kern
 
 // In the dump, reduce_norm_sq's result is the f32 a GPU's would be, and grad_stats is
 // [grad_norm, clip], as the kernels bind them.
-GradStats OptimizerState::step(float* w, float* g, f16* w16, const AdamWHyper& hp, float max_norm,
-                               int t) {
+GradStats OptimizerState::step(float* w, float* g, WeightMirror mirror, const AdamWHyper& hp,
+                               float max_norm, int t) {
   if (shard_.begin != 0 || shard_.end != total_) {
     throw std::logic_error("OptimizerState::step: a sharded state takes apply()");
   }
@@ -59,31 +59,42 @@ GradStats OptimizerState::step(float* w, float* g, f16* w16, const AdamWHyper& h
     stats = finalize_grad_stats(norm_sq, max_norm);
     stats_out[0] = stats.grad_norm, stats_out[1] = stats.clip;
   });
-  apply(w, g, 0, w16, stats, hp, t);
+  apply(w, g, 0, mirror, stats, hp, t);
   return stats;
 }
 
-void OptimizerState::apply(float* w, float* g, size_t g_begin, f16* w16, const GradStats& stats,
-                           const AdamWHyper& hp, int t) {
+void OptimizerState::apply(float* w, float* g, size_t g_begin, WeightMirror mirror,
+                           const GradStats& stats, const AdamWHyper& hp, int t) {
   const Range ranges[2] = {{0, wd_end_, hp.wd}, {wd_end_, total_ - wd_end_, 0.0f}};
   const bool whole = shard_.begin == 0 && shard_.end == total_;
   for (const Range& r : ranges) {  // each range's part in the shard (a whole state: the range)
     const size_t begin = std::max(r.begin, shard_.begin);
     const size_t end = std::min(r.begin + r.size, shard_.end);
-    if (whole || begin < end) update(w, g, g_begin, w16, {begin, end - begin, r.wd}, stats, hp, t);
+    if (whole || begin < end) {
+      update(w, g, g_begin, mirror, {begin, end - begin, r.wd}, stats, hp, t);
+    }
   }
-  if (kind_ == Optimizer::kAdamW8bit && w16) {
-    float* src = w + shard_.begin;
-    f16* dst = w16 + shard_.begin;
-    const size_t n = shard_.size();
+  if (kind_ == Optimizer::kAdamW8bit) cast_mirror(w, mirror);
+}
+
+// In a dump, after the two update calls, as a GPU runs the cast: one dispatch over the shard.
+void OptimizerState::cast_mirror(const float* w, WeightMirror mirror) {
+  const float* src = w + shard_.begin;
+  const size_t n = shard_.size();
+  if (mirror.w16) {
+    f16* dst = mirror.w16 + shard_.begin;
     dump_call(dump_, "optim", "cast_f32_to_f16", {src, dst}, {{"n", n}},
               [&] { kt_.cast_f32_to_f16(dst, src, n); });
+  } else if (mirror.wb16) {
+    bf16* dst = mirror.wb16 + shard_.begin;
+    dump_call(dump_, "optim", "cast_f32_to_bf16", {dst, src}, {{"n", n}},
+              [&] { kt_.cast_f32_to_bf16(dst, src, n); });
   }
 }
 
 // r lies in the shard and in one range; the state's buffers start at the shard's first element.
 // hp, bias and t are uniforms on a GPU: the dump binds none of them.
-void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, f16* w16_all,
+void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, WeightMirror mirror,
                             const Range& r, const GradStats& stats, AdamWHyper hp, int t) {
   hp.wd = r.wd;
   const size_t at = r.begin - shard_.begin;  // r's first element in the state's buffers
@@ -101,11 +112,16 @@ void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, f16* w16
     return;
   }
   float *m = m_.data() + at, *v = v_.data() + at;
-  if (w16_all) {
-    f16* w16 = w16_all + r.begin;
+  if (mirror.w16) {
+    f16* w16 = mirror.w16 + r.begin;
     dump_call(dump_, "optim", "adamw_update_f16",
               {w, g, m, v, grad_stats, nullptr, nullptr, nullptr, w16}, {{"size", n}},
               [&] { kt_.adamw_update_f16(w, g, m, v, w16, n, stats, hp, t); });
+  } else if (mirror.wb16) {
+    bf16* wb16 = mirror.wb16 + r.begin;
+    dump_call(dump_, "optim", "adamw_update_bf16",
+              {w, g, m, v, grad_stats, nullptr, nullptr, nullptr, wb16}, {{"size", n}},
+              [&] { kt_.adamw_update_bf16(w, g, m, v, wb16, n, stats, hp, t); });
   } else {
     dump_call(dump_, "optim", "adamw_update", {w, g, m, v, grad_stats, nullptr, nullptr, nullptr},
               {{"size", n}}, [&] { kt_.adamw_update(w, g, m, v, n, stats, hp, t); });

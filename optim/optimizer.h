@@ -1,11 +1,15 @@
 // The optimizer half of a training step over the mega-buffers, in the GPU pipeline's order:
 // reduce_norm_sq → finalize_grad_stats → one update dispatch on the weight-decay range [0,
-// wd_end) and one on the no-decay range [wd_end, total). The update kernel depends on the run:
+// wd_end) and one on the no-decay range [wd_end, total). The update kernel depends on the run
+// (the precision decides which mirror of the weights the forward reads, and the step writes it):
 //   adamw,     fp32:   adamw_update
 //   adamw,     mixed:  adamw_update_f16 (the fp16 mirror written in the same pass)
+//   adamw,     bf16:   adamw_update_bf16 (the bf16 mirror written in the same pass)
 //   adamw8bit, fp32:   adamw_8bit_update
 //   adamw8bit, mixed:  adamw_8bit_update, then a cast_f32_to_f16 pass (the GPU's 8-bit kernel
 //                      has no mirror binding)
+//   adamw8bit, bf16:   adamw_8bit_update, then a cast_f32_to_bf16 pass (likewise)
+// Either way the mirror has the same bits: a fused mirror rounds as the cast does.
 // Kernels::kFast runs each kernel's `_fast` version, kReference its plain scalar reference; the
 // two give the same bits (optim/adamw.h).
 #pragma once
@@ -13,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ops/bf16.h"
 #include "ops/cast.h"
 #include "ops/kernel_dump.h"
 #include "ops/kernels.h"
@@ -25,6 +30,13 @@ namespace reftrain {
 
 // adamw: fp32 m and v. adamw8bit: m and v as 8-bit codes with one fp32 scale per 256 elements.
 enum class Optimizer { kAdamW, kAdamW8bit };
+
+// The weights' forward mirror a step writes, over the whole mega-buffer: the fp16 one (mixed
+// precision), the bf16 one (bf16 precision), or none (fp32, both null). At most one is set.
+struct WeightMirror {
+  f16* w16 = nullptr;
+  bf16* wb16 = nullptr;
+};
 
 // adamw8bit: fp32 scales per moment, one per 256-element block of the wd range, then of the
 // no-wd range (each range starts a block).
@@ -41,14 +53,16 @@ class OptimizerState {
   OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels = Kernels::kFast);
   OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels, Shard shard);
 
-  // One step at t ≥ 1 of a state that holds the whole buffer: updates w (and the mirror w16,
-  // when not null) from g with hp (hp.wd is the wd range's decay; the no-wd range uses 0) after
+  // One step at t ≥ 1 of a state that holds the whole buffer: updates w (and the mirror, when
+  // one is set) from g with hp (hp.wd is the wd range's decay; the no-wd range uses 0) after
   // clipping the global norm to max_norm (0 = off), then leaves g zeroed.
-  GradStats step(float* w, float* g, f16* w16, const AdamWHyper& hp, float max_norm, int t);
-  // The update alone, on this state's shard, with the step's norm already known: w and w16
-  // hold the whole buffer, g the gradient from element g_begin on (covering the shard); the
-  // shard's g is left zeroed. step() is the norm, then apply() with g_begin 0.
-  void apply(float* w, float* g, size_t g_begin, f16* w16, const GradStats& stats,
+  GradStats step(float* w, float* g, WeightMirror mirror, const AdamWHyper& hp, float max_norm,
+                 int t);
+  // The update alone, on this state's shard, with the step's norm already known: w and the
+  // mirror hold the whole buffer, g the gradient from element g_begin on (covering the shard);
+  // the shard's g is left zeroed and only the shard's part of the mirror is written. step() is
+  // the norm, then apply() with g_begin 0.
+  void apply(float* w, float* g, size_t g_begin, WeightMirror mirror, const GradStats& stats,
              const AdamWHyper& hp, int t);
   const Shard& shard() const { return shard_; }
   // adamw8bit: the index, among all the buffer's block scales, of this shard's first.
@@ -74,8 +88,10 @@ class OptimizerState {
     size_t begin, size;  // in mega-buffer elements; begin is a multiple of 4
     float wd;
   };
-  void update(float* w, float* g, size_t g_begin, f16* w16, const Range& r, const GradStats& stats,
-              AdamWHyper hp, int t);
+  void update(float* w, float* g, size_t g_begin, WeightMirror mirror, const Range& r,
+              const GradStats& stats, AdamWHyper hp, int t);
+  // adamw8bit: the cast of the shard's new weights into the mirror (the 8-bit kernel writes none).
+  void cast_mirror(const float* w, WeightMirror mirror);
 
   Optimizer kind_;
   KernelTable kt_;  // the column of the kernels it runs

@@ -83,9 +83,14 @@ inline U32 load_widened_bits(const bf16* src) {
 #endif
 }
 
+// dst[0..kBf16Lanes) = bf16(x): one float batch is one batch of 32-bit lanes (the AdamW kernels'
+// fused bf16 mirror stores its new weights with it).
+inline void store_bf16(bf16* dst, const Batch<float>& x) {
+  static_assert(Batch<float>::size == kBf16Lanes, "a float batch is one batch of u32 lanes");
+  store_low_halves(dst, round_to_bf16_bits(xsimd::bitwise_cast<U32>(x)));
+}
 inline void narrow_bf16_lanes(bf16* dst, const float* src) {
-  store_low_halves(dst,
-                   round_to_bf16_bits(xsimd::bitwise_cast<U32>(Batch<float>::load_unaligned(src))));
+  store_bf16(dst, Batch<float>::load_unaligned(src));
 }
 inline void widen_bf16_lanes(float* dst, const bf16* src) {
   xsimd::bitwise_cast<Batch<float>>(load_widened_bits(src)).store_unaligned(dst);

@@ -173,6 +173,10 @@ KernelSpec seed_kernel(const std::string& name, std::string seed,
                        void (*run)(FixtureIo<float>&, const KernelDims&));
 // An f32 → f16 rounding (cast_f32_to_f16 and AdamW's fp16 mirror): within 1 ulp.
 Tolerance mirror_tolerance();
+// What a twin of a bf16 kernel must reproduce (KernelSpec::numerics): the f32 → bf16 rounding
+// and, for the products, the canonical order and the subnormal band
+// (golden_kernels_bf16.cpp).
+Json bf16_numerics(bool products);
 // The parameters of an element-wise kernel (activations, residual): its element count.
 Json count_params(const KernelDims& d);
 }  // namespace fixture

@@ -1,7 +1,9 @@
 // Golden fixtures of the optimizer: optim/adamw's (reduce_norm_sq, finalize_grad_stats,
-// adamw_update, adamw_update_f16) and optim/adamw8bit's (adamw_8bit_update), in one file because
-// they share the gradient and state drawing (make_grads, make_adamw_common), the step's uniforms
-// and the tolerances. Their bindings are the WGSL bind groups of 12_optimizer.wgsl, in order; the
+// adamw_update, adamw_update_f16, adamw_update_bf16) and optim/adamw8bit's (adamw_8bit_update), in
+// one file because they share the gradient and state drawing (make_grads, make_adamw_common), the
+// step's uniforms and the tolerances. Their bindings are the WGSL bind groups of
+// 12_optimizer.wgsl, in order (adamw_update_bf16, which the study lacks, binds adamw_update's and
+// then the bf16 mirror, as our twin tests/webgpu/kernels/optimizer_bf16.wgsl does); the
 // references are the plain-named kernels of optim/, which exist in float only (no float64
 // recomputation). The "nonfinite" case puts NaN and ±Inf into the gradients, which the kernels
 // must drop; WGSL lets an implementation assume no NaN or Inf exist, so a WebGPU twin may skip
@@ -143,6 +145,15 @@ void run_adamw_f16(FixtureIo<float>& io, const KernelDims& d) {
   io.put_raw("w16", DType::kF16, {d.n}, w16.data());
 }
 
+void run_adamw_bf16(FixtureIo<float>& io, const KernelDims& d) {
+  AdamWState s = read_state(io, true);
+  std::vector<bf16> wb16(size_t(d.n));
+  adamw_update_bf16(s.w.data(), s.g.data(), s.m.data(), s.v.data(), wb16.data(), size_t(d.n),
+                    s.stats, s.hp, s.t);
+  put_state(io, s, d, true);
+  io.put_raw("wb16", DType::kBF16, {d.n}, wb16.data());
+}
+
 // 8-bit state: the fp32 m and v quantized block by block (256 elements), codes packed 4 per u32
 // (element 4i+j in byte j of word i: the byte array in element order).
 Json make_adamw_8bit(FixtureGen& g, const KernelDims& d) {
@@ -231,6 +242,15 @@ void add_adamw_kernels(std::vector<KernelSpec>& v) {
   f.tolerances["m"] = f.tolerances["v"] = moment_tolerance();
   f.tolerances["w16"] = mirror_tolerance();
   v.push_back(f);
+  KernelSpec b = adamw_spec("adamw_update_bf16", make_adamw, run_adamw_bf16);
+  b.twin_seed = "";  // the GPU study has no bf16 kernel
+  b.tolerances["m"] = b.tolerances["v"] = moment_tolerance();
+  b.tolerances["wb16"] = ulps(1,
+                              "the rounding is integer arithmetic, exact in any twin, but of the "
+                              "twin's w, which may lie an ulp from reftrain's (WGSL's ÷): where w "
+                              "is on a bf16 rounding boundary it rounds to the neighbouring bf16");
+  b.numerics = bf16_numerics(false);
+  v.push_back(b);
   KernelSpec e = adamw_spec("adamw_8bit_update", make_adamw_8bit, run_adamw_8bit);
   const Tolerance codes = close(0, 1,
                                 "one code step where a quotient lands on a rounding boundary; m "

@@ -18,9 +18,7 @@
 
 namespace reftrain {
 
-namespace {
-
-using namespace fixture;
+namespace fixture {
 
 // What a twin must reproduce, in the manifest entry of every bf16 fixture.
 Json bf16_numerics(bool products) {
@@ -39,6 +37,12 @@ Json bf16_numerics(bool products) {
       "rounding or keep subnormals there";
   return j;
 }
+
+}  // namespace fixture
+
+namespace {
+
+using namespace fixture;
 
 // The fixture of a bf16 kernel: its record's, with the bf16 numerics in the manifest.
 KernelSpec bf16_kernel(const std::string& name, bool products,

@@ -55,13 +55,15 @@ Json pipeline(const ModelConfig& m, const TrainConfig& t) {
   p.push_back("backward: every forward kernel's backward in reverse order, gradients accumulated");
   p.push_back("reduce_norm_sq over the whole gradient mega-buffer; finalize_grad_stats");
   const bool eight = t.optimizer == Optimizer::kAdamW8bit;
-  const bool mixed = t.precision == Precision::kMixed;
+  const bool mixed = t.precision == Precision::kMixed, bf16 = t.precision == Precision::kBf16;
   const std::string update = eight   ? "adamw_8bit_update"
                              : mixed ? "adamw_update_f16"
+                             : bf16  ? "adamw_update_bf16"
                                      : "adamw_update";
   p.push_back(update + " on [0, wd_end) with wd, then on [wd_end, floats) with wd = 0");
+  // The 8-bit kernel writes no mirror: a cast pass does (optim/optimizer.h).
   if (eight && mixed) p.push_back("cast_f32_to_f16 of the whole weight buffer into the mirror");
-  if (t.precision == Precision::kBf16) {
+  if (eight && bf16) {
     p.push_back("cast_f32_to_bf16 of the whole weight buffer into the bf16 mirror");
   }
   return p;

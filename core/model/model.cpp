@@ -147,10 +147,7 @@ void Model::refresh_mirror() {
   if (precision_ == Precision::kMixed) {
     kt_.cast_f32_to_f16(w16_.data(), w_.data(), w_.size());
   } else if (precision_ == Precision::kBf16) {
-    // In a dump, after the optimizer's calls (the update is the only change of w in a step).
-    bf16* m = wb16_.data();
-    dump_call(dump_, "optim", "cast_f32_to_bf16", {m, w_.data()}, {{"n", w_.size()}},
-              [&] { kt_.cast_f32_to_bf16(m, w_.data(), w_.size()); });
+    kt_.cast_f32_to_bf16(wb16_.data(), w_.data(), w_.size());
   }
 }
 

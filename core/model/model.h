@@ -18,6 +18,7 @@
 #include "ops/matmul.h"
 #include "ops/matmul_bf16.h"
 #include "optim/kernel_table.h"
+#include "optim/optimizer.h"
 #include "simd/aligned_buffer.h"
 
 namespace reftrain {
@@ -37,18 +38,20 @@ class Model {
   float* weights() { return w_.data(); }
   const float* weights() const { return w_.data(); }
   float* grads() { return g_.data(); }
-  // The fp16 mirror of the weights (mixed precision), null in fp32. The optimizer writes it
-  // (adamw_update_f16); nothing else may.
+  // The fp16 mirror of the weights (mixed precision), null in fp32 and bf16. The optimizer
+  // writes it (adamw_update_f16); nothing else may.
   const f16* mirror() const { return w16_.data(); }
   f16* mirror() { return w16_.data(); }
+  // The mirror the optimizer writes, whichever the precision has: the fp16 one, the bf16 one
+  // (adamw_update_bf16), or none.
+  WeightMirror weight_mirror() { return {w16_.data(), wb16_.data()}; }
 
   // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
   // CounterRng(seed, kInit).normal(i); then refreshes the mirror.
   void init_weights(uint64_t seed);
   // w16 = f16(clamp(w, ±65504)) (round-to-nearest-even), in mixed precision; the bf16 mirror
   // bf16(w) (cast_f32_to_bf16) in bf16 precision. Call after every change of the weights that
-  // did not write the mirror itself (in bf16, after every optimizer step: AdamW writes no bf16
-  // mirror).
+  // did not write the mirror itself (an optimizer step writes it: OptimizerState::step).
   void refresh_mirror();
 
   // Forward over B×T tokens (≤ the construction sizes): the embedding, every layer, the final

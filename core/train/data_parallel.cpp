@@ -86,15 +86,17 @@ double DataParallel::norm_sq(Kernels kernels) {
   return add_norm_partials(partial);
 }
 
-void DataParallel::share_weights(float* w, f16* w16) {
+void DataParallel::share_weights(float* w, WeightMirror mirror) {
   Stopwatch watch(exchange_seconds_);
   std::vector<Part> parts32, parts16;
   for (const ZeroShard& z : shards_) {
     parts32.push_back(part_of<float>(z.state));
-    parts16.push_back(part_of<f16>(z.state));
+    parts16.push_back(part_of<f16>(z.state));  // bf16's parts too: both are two bytes
   }
+  static_assert(sizeof(f16) == sizeof(bf16), "the mirrors' parts are the same bytes");
   comm_.allgather_parts(w, parts32);
-  if (w16) comm_.allgather_parts(w16, parts16);
+  if (mirror.w16) comm_.allgather_parts(mirror.w16, parts16);
+  if (mirror.wb16) comm_.allgather_parts(mirror.wb16, parts16);
 }
 
 std::vector<float> DataParallel::gather(float loss) {

@@ -52,8 +52,8 @@ class DataParallel {
   // Σg² of the summed gradient: what reduce_norm_sq(_fast) of the whole sum returns.
   double norm_sq(Kernels kernels);
   // After every rank's OptimizerState::apply: each rank's updated shard of w (and of the fp16
-  // mirror w16, unless null) to every rank.
-  void share_weights(float* w, f16* w16);
+  // or bf16 mirror, where there is one) to every rank.
+  void share_weights(float* w, WeightMirror mirror);
   // A step's or validation's losses: each rank's, in rank order.
   std::vector<float> gather(float loss);
 

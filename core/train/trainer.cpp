@@ -100,10 +100,9 @@ StepResult Trainer::step(int k) {
     const AdamWHyper hp{lr, train_.beta1, train_.beta2, train_.eps, train_.wd};
     float* g = train_.grad_accum > 1 ? grad_sum_.data() : model_->grads();
     const GradStats stats = dp_ ? data_parallel_update(hp)
-                                : optimizer_.step(model_->weights(), g, model_->mirror(), hp,
+                                : optimizer_.step(model_->weights(), g, model_->weight_mirror(), hp,
                                                   train_.clip, int(++updates_));
     r.grad_norm = stats.grad_norm, r.clip = stats.clip;
-    if (train_.precision == Precision::kBf16) model_->refresh_mirror();  // AdamW wrote no bf16
   }
   const auto t1 = std::chrono::steady_clock::now();
   r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -159,9 +158,9 @@ float Trainer::data_parallel_micro_batches(int k) {
 // The norm from every rank's chunks, this rank's shard of the update, then the weights shared.
 GradStats Trainer::data_parallel_update(const AdamWHyper& hp) {
   const GradStats stats = finalize_grad_stats(dp_->norm_sq(train_.kernels), train_.clip);
-  optimizer_.apply(model_->weights(), dp_->window(), dp_->shard().window.begin, model_->mirror(),
-                   stats, hp, int(++updates_));
-  dp_->share_weights(model_->weights(), model_->mirror());
+  optimizer_.apply(model_->weights(), dp_->window(), dp_->shard().window.begin,
+                   model_->weight_mirror(), stats, hp, int(++updates_));
+  dp_->share_weights(model_->weights(), model_->weight_mirror());
   return stats;
 }
 

@@ -185,7 +185,8 @@ TEST_P(TorchParity, LossGradientsAndTenAdamWSteps) {
   std::printf("gradients: worst tensor uses %.1f%% of its tolerance\n", 100.0 * worst_fraction);
 
   // Ten AdamW steps (reftrain's own OptimizerState on fresh gradients each step; in mixed
-  // precision that is adamw_update_f16, which also writes the mirror the next forward reads).
+  // precision that is adamw_update_f16, in bf16 adamw_update_bf16, which also writes the mirror
+  // the next forward reads).
   model = fresh_model();
   OptimizerState optimizer(Optimizer::kAdamW, model->layout().wd_end(), model->layout().total(),
                            GetParam().kernels);
@@ -195,8 +196,8 @@ TEST_P(TorchParity, LossGradientsAndTenAdamWSteps) {
     const float l = model->forward(batch(inputs_, s), batch(targets_, s), train_.batch, train_.seq);
     model->backward();
     const AdamWHyper hp{learning_rate(sched, s), train_.beta1, train_.beta2, train_.eps, train_.wd};
-    optimizer.step(model->weights(), model->grads(), model->mirror(), hp, train_.clip, s + 1);
-    if (train_.precision == Precision::kBf16) model->refresh_mirror();  // as Trainer::step does
+    optimizer.step(model->weights(), model->grads(), model->weight_mirror(), hp, train_.clip,
+                   s + 1);
     const double rel = std::abs(l - oracle.losses[s]) / std::abs(oracle.losses[s]);
     worst_step = std::max(worst_step, rel);
     // 1e-5 relative, as the loss above: the weights stay within fp32 rounding of the oracle's

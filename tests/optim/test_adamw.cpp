@@ -43,6 +43,22 @@ std::vector<float> spread_with_nonfinite(size_t n, uint64_t seed) {
 
 using Threads = testing::OmpThreads;
 
+// Bits and values of the three element types the kernels write (ops/cast.h has float's and
+// f16's bits).
+using reftrain::bits_of;
+uint16_t bits_of(bf16 x) {
+  return x.bits;
+}
+float value_of(float x) {
+  return x;
+}
+float value_of(f16 x) {
+  return float(x);
+}
+float value_of(bf16 x) {
+  return bf16_to_f32(x);
+}
+
 // Element-wise bit equality (so ±0 and NaN payloads count), reporting the first difference.
 template <typename T>
 ::testing::AssertionResult same_bits(const char* what, const std::vector<T>& got,
@@ -56,8 +72,8 @@ template <typename T>
   return ::testing::AssertionFailure()
          << what << ": " << diffs << " of " << got.size() << " elements differ, first [" << first
          << "] bits 0x" << std::hex << unsigned(bits_of(got[first])) << " want 0x"
-         << unsigned(bits_of(want[first])) << std::dec << " (" << float(got[first]) << " vs "
-         << float(want[first]) << ")";
+         << unsigned(bits_of(want[first])) << std::dec << " (" << value_of(got[first]) << " vs "
+         << value_of(want[first]) << ")";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -235,27 +251,48 @@ TEST(FinalizeGradStats, GuardAtZeroNorm) {
 // correction, ε inside the root, decay applied to the new w, clip not applied, the old m used)
 // moves w by ≥ 1e-3 relative, far outside.
 //
-// Every AdamW test runs all four kernels through one signature (the fp32 ones ignore w16).
-using AdamFn = void (*)(float* w, float* g, float* m, float* v, f16* w16, size_t n,
+// Every AdamW test runs all six kernels through one signature (each ignores the mirror it does
+// not write).
+using AdamFn = void (*)(float* w, float* g, float* m, float* v, f16* w16, bf16* wb16, size_t n,
                         const GradStats& stats, const AdamWHyper& hp, int t);
+enum class Mirror { kNone, kF16, kBf16 };  // what a kernel writes besides w, m, v, g
 struct AdamKernel {
   const char* name;
   AdamFn fn;
-  bool mirror;  // writes w16
+  Mirror mirror;
 };
 const AdamKernel kAdamUpdate{
     "adamw_update",
-    [](float* w, float* g, float* m, float* v, f16*, size_t n, const GradStats& s,
+    [](float* w, float* g, float* m, float* v, f16*, bf16*, size_t n, const GradStats& s,
        const AdamWHyper& hp, int t) { adamw_update_fast(w, g, m, v, n, s, hp, t); },
-    false};
+    Mirror::kNone};
 const AdamKernel kAdamUpdateRef{
     "adamw_update_ref",
-    [](float* w, float* g, float* m, float* v, f16*, size_t n, const GradStats& s,
+    [](float* w, float* g, float* m, float* v, f16*, bf16*, size_t n, const GradStats& s,
        const AdamWHyper& hp, int t) { adamw_update(w, g, m, v, n, s, hp, t); },
-    false};
-const AdamKernel kAdamUpdateF16{"adamw_update_f16", adamw_update_f16_fast, true};
-const AdamKernel kAdamUpdateF16Ref{"adamw_update_f16_ref", adamw_update_f16, true};
-const AdamKernel kAdamKernels[] = {kAdamUpdate, kAdamUpdateRef, kAdamUpdateF16, kAdamUpdateF16Ref};
+    Mirror::kNone};
+const AdamKernel kAdamUpdateF16{
+    "adamw_update_f16",
+    [](float* w, float* g, float* m, float* v, f16* w16, bf16*, size_t n, const GradStats& s,
+       const AdamWHyper& hp, int t) { adamw_update_f16_fast(w, g, m, v, w16, n, s, hp, t); },
+    Mirror::kF16};
+const AdamKernel kAdamUpdateF16Ref{
+    "adamw_update_f16_ref",
+    [](float* w, float* g, float* m, float* v, f16* w16, bf16*, size_t n, const GradStats& s,
+       const AdamWHyper& hp, int t) { adamw_update_f16(w, g, m, v, w16, n, s, hp, t); },
+    Mirror::kF16};
+const AdamKernel kAdamUpdateBf16{
+    "adamw_update_bf16",
+    [](float* w, float* g, float* m, float* v, f16*, bf16* wb16, size_t n, const GradStats& s,
+       const AdamWHyper& hp, int t) { adamw_update_bf16_fast(w, g, m, v, wb16, n, s, hp, t); },
+    Mirror::kBf16};
+const AdamKernel kAdamUpdateBf16Ref{
+    "adamw_update_bf16_ref",
+    [](float* w, float* g, float* m, float* v, f16*, bf16* wb16, size_t n, const GradStats& s,
+       const AdamWHyper& hp, int t) { adamw_update_bf16(w, g, m, v, wb16, n, s, hp, t); },
+    Mirror::kBf16};
+const AdamKernel kAdamKernels[] = {kAdamUpdate,       kAdamUpdateRef,  kAdamUpdateF16,
+                                   kAdamUpdateF16Ref, kAdamUpdateBf16, kAdamUpdateBf16Ref};
 
 struct AdamCase {
   int t;
@@ -285,8 +322,9 @@ void run_adamw_case(const AdamCase& c) {
     g[2] = -kInf;
     const std::vector<float> w0 = w, m0 = m, v0 = v, g0 = g;
     std::vector<f16> w16(n);
+    std::vector<bf16> wb16(n);
 
-    k.fn(w.data(), g.data(), m.data(), v.data(), w16.data(), n, stats, hp, c.t);
+    k.fn(w.data(), g.data(), m.data(), v.data(), w16.data(), wb16.data(), n, stats, hp, c.t);
 
     const double b1 = hp.beta1, b2 = hp.beta2, lr = hp.lr, eps = hp.eps, wd = hp.wd;
     const double bc1 = std::max(1.0 - std::pow(b1, c.t), 1e-12);
@@ -348,8 +386,9 @@ TEST(AdamW, NonFiniteGradIsZeroGrad) {
     }
     std::vector<float> w2 = w, m2 = m, v2 = v;
     std::vector<f16> h(n), h2(n);
-    k.fn(w.data(), g_bad.data(), m.data(), v.data(), h.data(), n, stats, hp, 3);
-    k.fn(w2.data(), g_zero.data(), m2.data(), v2.data(), h2.data(), n, stats, hp, 3);
+    std::vector<bf16> b(n), b2(n);
+    k.fn(w.data(), g_bad.data(), m.data(), v.data(), h.data(), b.data(), n, stats, hp, 3);
+    k.fn(w2.data(), g_zero.data(), m2.data(), v2.data(), h2.data(), b2.data(), n, stats, hp, 3);
     for (size_t i = 0; i < n; ++i) {
       EXPECT_TRUE(std::isfinite(w[i]) && std::isfinite(m[i]) && std::isfinite(v[i])) << i;
       EXPECT_EQ(g_bad[i], 0.0f) << i;
@@ -357,8 +396,11 @@ TEST(AdamW, NonFiniteGradIsZeroGrad) {
     EXPECT_TRUE(same_bits("w", w, w2));
     EXPECT_TRUE(same_bits("m", m, m2));
     EXPECT_TRUE(same_bits("v", v, v2));
-    if (k.mirror) {
+    if (k.mirror == Mirror::kF16) {
       EXPECT_TRUE(same_bits("w16", h, h2));
+    }
+    if (k.mirror == Mirror::kBf16) {
+      EXPECT_TRUE(same_bits("wb16", b, b2));
     }
   }
 }
@@ -368,9 +410,9 @@ TEST(AdamW, NonFiniteGradIsZeroGrad) {
 //
 // Both do the same IEEE float operations in the same order (separate products and sums, √ and
 // ÷ correctly rounded), so every output must match in every bit: w, m, v, g and the mirror
-// w16. An FMA, a reordered product ((1-β2)·g'² instead of ((1-β2)·g')·g'), a bias correction
-// applied by division instead of the reciprocal, a different clamp or rounding of the mirror
-// changes the last bit of some of the thousands of elements compared here.
+// (w16 or wb16). An FMA, a reordered product ((1-β2)·g'² instead of ((1-β2)·g')·g'), a bias
+// correction applied by division instead of the reciprocal, a different clamp or rounding of the
+// mirror changes the last bit of some of the thousands of elements compared here.
 
 // One optimizer state of n elements, random but reproducible. Gradients span 2^-75..2^5 (so g'²
 // underflows to subnormals and to 0 for some, and is large for others) with NaN, +Inf and -Inf
@@ -380,6 +422,7 @@ TEST(AdamW, NonFiniteGradIsZeroGrad) {
 struct OptState {
   std::vector<float> w, g, m, v;
   std::vector<f16> w16;
+  std::vector<bf16> wb16;
 };
 
 std::vector<float> random_grads(size_t n, uint64_t seed) {
@@ -402,7 +445,7 @@ std::vector<float> random_grads(size_t n, uint64_t seed) {
 OptState random_state(size_t n, uint64_t seed) {
   Data d(seed);
   OptState s{std::vector<float>(n), random_grads(n, seed * 31 + 7), std::vector<float>(n),
-             std::vector<float>(n), std::vector<f16>(n, f16(0.0f))};
+             std::vector<float>(n), std::vector<f16>(n, f16(0.0f)), std::vector<bf16>(n)};
   for (size_t i = 0; i < n; ++i) {
     s.w[i] = float(d.uniform(-2, 2));
     s.m[i] = float(d.uniform(-1e-2, 1e-2));
@@ -418,15 +461,29 @@ OptState random_state(size_t n, uint64_t seed) {
 }
 
 void run(const AdamKernel& k, OptState& s, const GradStats& stats, const AdamWHyper& hp, int t) {
-  k.fn(s.w.data(), s.g.data(), s.m.data(), s.v.data(), s.w16.data(), s.w.size(), stats, hp, t);
+  k.fn(s.w.data(), s.g.data(), s.m.data(), s.v.data(), s.w16.data(), s.wb16.data(), s.w.size(),
+       stats, hp, t);
 }
 
-::testing::AssertionResult same_state(const OptState& got, const OptState& want, bool mirror) {
+// w, m, v, g and the mirror `mirror` (none: the four alone).
+::testing::AssertionResult same_state(const OptState& got, const OptState& want, Mirror mirror) {
   for (const auto& r : {same_bits("w", got.w, want.w), same_bits("m", got.m, want.m),
                         same_bits("v", got.v, want.v), same_bits("g", got.g, want.g)}) {
     if (!r) return r;
   }
-  return mirror ? same_bits("w16", got.w16, want.w16) : ::testing::AssertionSuccess();
+  if (mirror == Mirror::kF16) return same_bits("w16", got.w16, want.w16);
+  if (mirror == Mirror::kBf16) return same_bits("wb16", got.wb16, want.wb16);
+  return ::testing::AssertionSuccess();
+}
+
+// The bf16 mirror against both casts of the new weights: ops/bf16.h's reference and its fast
+// version (bit-identical to each other by tests/ops/test_bf16.cpp).
+::testing::AssertionResult mirror_is_bf16_cast(const OptState& s) {
+  std::vector<bf16> ref(s.w.size()), fast(s.w.size());
+  cast_f32_to_bf16(ref.data(), s.w.data(), s.w.size());
+  cast_f32_to_bf16_fast(fast.data(), s.w.data(), s.w.size());
+  const auto r = same_bits("wb16 vs cast_f32_to_bf16(w)", s.wb16, ref);
+  return r ? same_bits("wb16 vs cast_f32_to_bf16_fast(w)", s.wb16, fast) : r;
 }
 
 ::testing::AssertionResult all_zero_grads(const std::vector<float>& g) {
@@ -450,21 +507,27 @@ TEST(AdamWXsimd, BitIdenticalToRef) {
           const GradStats stats{2.7f, clip};
           const AdamWHyper hp{3e-3f, 0.9f, 0.95f, 1e-8f, wd};
           const OptState s0 = random_state(n, n * 131 + t * 7 + (clip < 1) + (wd > 0) * 2);
-          OptState a = s0, b = s0, c = s0, d = s0;
+          OptState a = s0, b = s0, c = s0, d = s0, e = s0, f = s0;
           run(kAdamUpdate, a, stats, hp, t);
           run(kAdamUpdateRef, b, stats, hp, t);
           run(kAdamUpdateF16, c, stats, hp, t);
           run(kAdamUpdateF16Ref, d, stats, hp, t);
-          EXPECT_TRUE(same_state(a, b, false)) << "adamw_update vs adamw_update_ref";
-          EXPECT_TRUE(same_state(c, d, true)) << "adamw_update_f16 vs adamw_update_f16_ref";
-          // The fused variant's w, m, v, g are adamw_update's.
-          EXPECT_TRUE(same_state(c, a, false)) << "adamw_update_f16 vs adamw_update";
+          run(kAdamUpdateBf16, e, stats, hp, t);
+          run(kAdamUpdateBf16Ref, f, stats, hp, t);
+          EXPECT_TRUE(same_state(a, b, Mirror::kNone)) << "adamw_update vs adamw_update_ref";
+          EXPECT_TRUE(same_state(c, d, Mirror::kF16)) << "adamw_update_f16 vs its reference";
+          EXPECT_TRUE(same_state(e, f, Mirror::kBf16)) << "adamw_update_bf16 vs its reference";
+          // The fused variants' w, m, v, g are adamw_update's.
+          EXPECT_TRUE(same_state(c, a, Mirror::kNone)) << "adamw_update_f16 vs adamw_update";
+          EXPECT_TRUE(same_state(e, a, Mirror::kNone)) << "adamw_update_bf16 vs adamw_update";
           EXPECT_TRUE(all_zero_grads(a.g));
           EXPECT_TRUE(all_zero_grads(c.g));
-          // The mirror is ops/cast.h's cast of the updated master weights.
+          // The mirrors are the casts of the updated master weights.
           std::vector<f16> cast(n);
           cast_f32_to_f16_fast(cast.data(), c.w.data(), n);
           EXPECT_TRUE(same_bits("w16 vs cast_f32_to_f16(w)", c.w16, cast));
+          EXPECT_TRUE(mirror_is_bf16_cast(e));
+          EXPECT_TRUE(mirror_is_bf16_cast(f));
         }
       }
     }
@@ -483,8 +546,18 @@ TEST(AdamWXsimd, BitIdenticalToRefUnaligned) {
                         big.w16.data() + 1, n, stats, hp, 2);
   adamw_update_f16(ref.w.data() + 1, ref.g.data() + 1, ref.m.data() + 1, ref.v.data() + 1,
                    ref.w16.data() + 1, n, stats, hp, 2);
-  EXPECT_TRUE(same_state(big, ref, true));
+  EXPECT_TRUE(same_state(big, ref, Mirror::kF16));
   EXPECT_NE(bits_of(big.g[0]), 0u) << "wrote before the range";
+  // The bf16 mirror, from the same start one element past the allocation.
+  OptState big_b = random_state(n + 1, 78);
+  OptState ref_b = big_b;
+  adamw_update_bf16_fast(big_b.w.data() + 1, big_b.g.data() + 1, big_b.m.data() + 1,
+                         big_b.v.data() + 1, big_b.wb16.data() + 1, n, stats, hp, 2);
+  adamw_update_bf16(ref_b.w.data() + 1, ref_b.g.data() + 1, ref_b.m.data() + 1, ref_b.v.data() + 1,
+                    ref_b.wb16.data() + 1, n, stats, hp, 2);
+  EXPECT_TRUE(same_state(big_b, ref_b, Mirror::kBf16));
+  EXPECT_NE(bits_of(big_b.g[0]), 0u) << "wrote before the range";
+  EXPECT_EQ(big_b.wb16[0].bits, 0u) << "wrote the mirror before the range";
 }
 
 // Element-wise kernels over fixed blocks: 1, 2 and 3 threads give the same bits, over several
@@ -547,8 +620,9 @@ TEST(AdamWMirror, ClampAndExactValues) {
   const AdamWHyper hp{/*lr=*/0.0f, 0.9f, 0.95f, 1e-8f, 0.1f};
   for (const AdamKernel& k : {kAdamUpdateF16, kAdamUpdateF16Ref}) {
     SCOPED_TRACE(k.name);
-    OptState s{std::vector<float>(n), random_grads(n, 3), std::vector<float>(n, 0.0f),
-               std::vector<float>(n, 0.0f), std::vector<f16>(n, f16(0.0f))};
+    OptState s{std::vector<float>(n),          random_grads(n, 3),
+               std::vector<float>(n, 0.0f),    std::vector<float>(n, 0.0f),
+               std::vector<f16>(n, f16(0.0f)), std::vector<bf16>(n)};
     for (size_t i = 0; i < n; ++i) s.w[i] = cases[i % ncases].w;
     const std::vector<float> w0 = s.w;
     run(k, s, stats, hp, 1);
@@ -585,13 +659,95 @@ TEST(AdamWMirror, InSyncWithMasterEveryStep) {
     cast_f32_to_f16_fast(cast.data(), fused.w.data(), n);
     EXPECT_TRUE(same_bits("w16 vs cast_f32_to_f16(w)", fused.w16, cast));
     EXPECT_TRUE(all_zero_grads(fused.g));
-    EXPECT_TRUE(same_state(fused, plain, false)) << "adamw_update_f16 vs adamw_update";
-    EXPECT_TRUE(same_state(fused, fused_ref, true)) << "adamw_update_f16 vs its reference";
+    EXPECT_TRUE(same_state(fused, plain, Mirror::kNone)) << "adamw_update_f16 vs adamw_update";
+    EXPECT_TRUE(same_state(fused, fused_ref, Mirror::kF16)) << "adamw_update_f16 vs its reference";
   }
   // The weights moved, and some mirrors saturated: the test exercised what it claims to.
   int saturated = 0;
   for (size_t i = 0; i < n; ++i) saturated += (bits_of(fused.w16[i]) & 0x7FFF) == 0x7BFF;
   EXPECT_GT(saturated, 10);
+}
+
+// The fused bf16 mirror's rules on chosen weights (lr = 0 leaves a finite w unchanged, as
+// above): ties to even, a carry into the exponent, no clamp (bf16 has f32's exponent range, so
+// 65520 and 1e6 keep their magnitude and the largest f32 rounds to +Inf), the smallest normal
+// kept and an f32 subnormal that rounds up to it kept, bf16 subnormals flushed to ±0, a NaN of
+// any sign and payload the one quiet NaN. 40 elements, each value in a full batch and the tail.
+TEST(AdamWMirror, Bf16RoundingRules) {
+  struct Case {
+    uint32_t w;  // f32 bits
+    uint16_t bf16_bits;
+  };
+  const Case cases[] = {
+      {0x3F800000, 0x3F80},  // 1: exact
+      {0x3F808000, 0x3F80},  // 1 + 2^-8, a tie: to even (1)
+      {0x3F818000, 0x3F82},  // 1 + 3·2^-8, a tie: to even (1 + 2^-6)
+      {0x3F808001, 0x3F81},  // just above the tie: up
+      {0x3F7FFFFF, 0x3F80},  // the carry bumps the exponent: 1
+      {0x477FF000, 0x4780},  // 65520: 65536 (f16 would clamp to 65504)
+      {0x49742400, 0x4974},  // 1e6: 999424
+      {0x7F7FFFFF, 0x7F80},  // the largest f32: +Inf
+      {0x00800000, 0x0080},  // 2^-126, the smallest normal
+      {0x007FFFFF, 0x0080},  // the largest f32 subnormal rounds up to it: kept
+      {0x007F0000, 0x0000},  // a bf16 subnormal: +0
+      {0x807F0000, 0x8000},  // and its negative: -0
+      {0xFFA00001, 0x7FC0},  // a signalling NaN with sign and payload: 0x7FC0
+  };
+  constexpr size_t ncases = sizeof cases / sizeof cases[0];
+  constexpr size_t n = 40;
+  const GradStats stats{1.0f, 1.0f};
+  const AdamWHyper hp{/*lr=*/0.0f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  for (const AdamKernel& k : {kAdamUpdateBf16, kAdamUpdateBf16Ref}) {
+    SCOPED_TRACE(k.name);
+    OptState s = random_state(n, 4);
+    for (size_t i = 0; i < n; ++i) s.w[i] = float_of(cases[i % ncases].w);
+    const std::vector<float> w0 = s.w;
+    run(k, s, stats, hp, 1);
+    for (size_t i = 0; i < n; ++i) {
+      const Case& c = cases[i % ncases];
+      if (!std::isnan(w0[i])) {
+        EXPECT_EQ(bits_of(s.w[i]), c.w) << "w (lr = 0) at " << i;
+      }
+      EXPECT_EQ(s.wb16[i].bits, c.bf16_bits) << "w bits 0x" << std::hex << c.w << " at " << i;
+    }
+    EXPECT_TRUE(mirror_is_bf16_cast(s));
+    EXPECT_TRUE(all_zero_grads(s.g));
+  }
+}
+
+// Several real steps, as InSyncWithMasterEveryStep for the f16 mirror: after every step the fused
+// bf16 mirror equals cast_f32_to_bf16 of the master weights, and w, m, v, g equal adamw_update's
+// (and the reference's). Every 89th weight starts below 2^-126 with m = 0 and a zero gradient in
+// every step, so it only decays and stays in the band whose mirror flushes to ±0; random_state's
+// NaN and ±Inf weights stay non-finite.
+TEST(AdamWMirror, Bf16InSyncWithMasterEveryStep) {
+  constexpr size_t n = 4099;
+  const AdamWHyper hp{0.05f, 0.9f, 0.95f, 1e-8f, 0.1f};
+  OptState fused = random_state(n, 2025);
+  for (size_t i = 0; i < n; i += 89) fused.w[i] = std::ldexp(fused.w[i], -127), fused.m[i] = 0.0f;
+  OptState plain = fused, fused_ref = fused;
+  for (int t = 1; t <= 6; ++t) {
+    SCOPED_TRACE(::testing::Message() << "step " << t);
+    std::vector<float> g = random_grads(n, 400 + t);
+    for (size_t i = 0; i < n; i += 89) g[i] = 0.0f;
+    fused.g = plain.g = fused_ref.g = g;
+    const GradStats stats = finalize_grad_stats(reduce_norm_sq_fast(g.data(), n), 1.0f);
+    run(kAdamUpdateBf16, fused, stats, hp, t);
+    run(kAdamUpdate, plain, stats, hp, t);
+    run(kAdamUpdateBf16Ref, fused_ref, stats, hp, t);
+    EXPECT_TRUE(mirror_is_bf16_cast(fused));
+    EXPECT_TRUE(all_zero_grads(fused.g));
+    EXPECT_TRUE(same_state(fused, plain, Mirror::kNone)) << "adamw_update_bf16 vs adamw_update";
+    EXPECT_TRUE(same_state(fused, fused_ref, Mirror::kBf16)) << "adamw_update_bf16 vs its ref";
+  }
+  // Mirrors flushed from nonzero weights, and NaN mirrors: the rules were exercised.
+  int flushed = 0, nan = 0;
+  for (size_t i = 0; i < n; ++i) {
+    flushed += fused.w[i] != 0.0f && (fused.wb16[i].bits & 0x7FFF) == 0;
+    nan += fused.wb16[i].bits == 0x7FC0;
+  }
+  EXPECT_GT(flushed, 10);
+  EXPECT_GT(nan, 0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 // Data-parallel training (core/train/data_parallel.h), run as a user runs it: `mpirun -np N
 // reftrain train` against one process with --grad-accum N·K, byte for byte (trace and final
-// checkpoint), for both families, both precisions and both optimizers; resuming on another rank
-// count; a rank killed mid-run; ranks given different data. And, without MPI, the sharding
+// checkpoint), for both families, all three precisions and both optimizers; resuming on another
+// rank count; a rank killed mid-run; ranks given different data. And, without MPI, the sharding
 // itself: N simulated ranks' norm partials, sharded updates and gathered state against the whole
 // optimizer step.
 #include <gtest/gtest.h>
@@ -88,11 +88,37 @@ TEST(ZeroShard, ShardsTileTheBufferOnBlockBoundaries) {
 // N simulated ranks: each computes its chunks' norm partials from its window of the gradient,
 // updates its shard from the shared norm, and the shards' weights, mirror and state are put
 // together. Three steps later everything equals the whole state's step() bit for bit.
+enum class MirrorKind { kNone, kF16, kBf16 };
+
 struct ShardCase {
   Optimizer kind;
-  bool mirror;
+  MirrorKind mirror;
   Kernels kernels;
   int ranks;
+};
+
+// A buffer's mirror of the case's kind (empty vectors where it has none), and the pointers the
+// optimizer takes.
+struct Mirror {
+  std::vector<f16> w16;
+  std::vector<bf16> wb16;
+  Mirror(MirrorKind kind, size_t n)
+      : w16(kind == MirrorKind::kF16 ? n : 0), wb16(kind == MirrorKind::kBf16 ? n : 0) {}
+  WeightMirror pointers() {
+    return {w16.empty() ? nullptr : w16.data(), wb16.empty() ? nullptr : wb16.data()};
+  }
+  // Elements [begin, end) of `from`'s mirror into this one: a rank's shard, shared.
+  void take(const Mirror& from, size_t begin, size_t end) {
+    const auto part = [&](const auto& src, auto& dst) {
+      std::copy(src.begin() + long(begin), src.begin() + long(end), dst.begin() + long(begin));
+    };
+    if (!w16.empty()) part(from.w16, w16);
+    if (!wb16.empty()) part(from.wb16, wb16);
+  }
+  bool same_bytes(const Mirror& o) const {  // memcmp's pointers must not be null, even for 0 bytes
+    return (w16.empty() || std::memcmp(w16.data(), o.w16.data(), w16.size() * 2) == 0) &&
+           (wb16.empty() || std::memcmp(wb16.data(), o.wb16.data(), wb16.size() * 2) == 0);
+  }
 };
 
 class ShardedStep : public ::testing::TestWithParam<ShardCase> {};
@@ -105,7 +131,7 @@ TEST_P(ShardedStep, EqualsTheWholeStep) {
   std::vector<float> w(total), w_whole, w_ranks;
   for (float& x : w) x = normal(rng);
   w_whole = w_ranks = w;
-  std::vector<f16> m16_whole(c.mirror ? total : 0), m16_ranks(c.mirror ? total : 0);
+  Mirror m_whole(c.mirror, total), m_ranks(c.mirror, total);
   OptimizerState whole(c.kind, wd_end, total, c.kernels);
   std::vector<OptimizerState> shards;
   for (int r = 0; r < c.ranks; ++r) {
@@ -117,8 +143,8 @@ TEST_P(ShardedStep, EqualsTheWholeStep) {
     std::vector<float> g(total);
     for (float& x : g) x = normal(rng) * 3.0f;
     std::vector<float> g_whole = g;
-    const GradStats want = whole.step(w_whole.data(), g_whole.data(),
-                                      c.mirror ? m16_whole.data() : nullptr, hp, 1.0f, t);
+    const GradStats want =
+        whole.step(w_whole.data(), g_whole.data(), m_whole.pointers(), hp, 1.0f, t);
     double partial[kNormChunks];
     std::vector<std::vector<float>> windows;
     for (int r = 0; r < c.ranks; ++r) {
@@ -131,25 +157,26 @@ TEST_P(ShardedStep, EqualsTheWholeStep) {
     const GradStats stats = finalize_grad_stats(add_norm_partials(partial), 1.0f);
     ASSERT_EQ(std::memcmp(&stats, &want, sizeof stats), 0) << "the norm at step " << t;
     std::vector<float> w_next = w_ranks;
-    std::vector<f16> m16_next = m16_ranks;
+    Mirror m_next = m_ranks;
     for (int r = 0; r < c.ranks; ++r) {  // each rank on its own copy; then its shard is shared
       const ZeroShard s = zero_shard(wd_end, total, r, c.ranks);
       std::vector<float> w_rank = w_ranks;
-      std::vector<f16> m16_rank = m16_ranks;
+      Mirror m_rank = m_ranks;
       shards[size_t(r)].apply(w_rank.data(), windows[size_t(r)].data(), s.window.begin,
-                              c.mirror ? m16_rank.data() : nullptr, stats, hp, t);
+                              m_rank.pointers(), stats, hp, t);
       std::copy(w_rank.begin() + long(s.state.begin), w_rank.begin() + long(s.state.end),
                 w_next.begin() + long(s.state.begin));
-      if (c.mirror) {
-        std::copy(m16_rank.begin() + long(s.state.begin), m16_rank.begin() + long(s.state.end),
-                  m16_next.begin() + long(s.state.begin));
-      }
+      m_next.take(m_rank, s.state.begin, s.state.end);
     }
-    w_ranks = w_next, m16_ranks = m16_next;
+    w_ranks = w_next, m_ranks = m_next;
   }
   EXPECT_EQ(std::memcmp(w_ranks.data(), w_whole.data(), total * sizeof(float)), 0);
-  if (c.mirror) {  // memcmp's pointers must not be null, even for zero bytes
-    EXPECT_EQ(std::memcmp(m16_ranks.data(), m16_whole.data(), total * sizeof(f16)), 0);
+  EXPECT_TRUE(m_ranks.same_bytes(m_whole));
+  // The whole step's mirror is the cast of its weights (fused or by the 8-bit kernels' pass).
+  if (c.mirror == MirrorKind::kBf16) {
+    std::vector<bf16> cast(total);
+    cast_f32_to_bf16(cast.data(), w_whole.data(), total);
+    EXPECT_EQ(std::memcmp(cast.data(), m_whole.wb16.data(), total * sizeof(bf16)), 0);
   }
   // The shards' state, put together in rank order, is the whole state.
   const auto concat = [&](auto buffer) {
@@ -180,12 +207,15 @@ TEST_P(ShardedStep, EqualsTheWholeStep) {
 
 INSTANTIATE_TEST_SUITE_P(
     KindsMirrorsKernelsRanks, ShardedStep,
-    ::testing::Values(ShardCase{Optimizer::kAdamW, false, Kernels::kFast, 3},
-                      ShardCase{Optimizer::kAdamW, true, Kernels::kFast, 4},
-                      ShardCase{Optimizer::kAdamW, false, Kernels::kReference, 2},
-                      ShardCase{Optimizer::kAdamW8bit, false, Kernels::kFast, 3},
-                      ShardCase{Optimizer::kAdamW8bit, true, Kernels::kFast, 7},
-                      ShardCase{Optimizer::kAdamW8bit, true, Kernels::kReference, 2}));
+    ::testing::Values(ShardCase{Optimizer::kAdamW, MirrorKind::kNone, Kernels::kFast, 3},
+                      ShardCase{Optimizer::kAdamW, MirrorKind::kF16, Kernels::kFast, 4},
+                      ShardCase{Optimizer::kAdamW, MirrorKind::kBf16, Kernels::kFast, 3},
+                      ShardCase{Optimizer::kAdamW, MirrorKind::kBf16, Kernels::kReference, 2},
+                      ShardCase{Optimizer::kAdamW, MirrorKind::kNone, Kernels::kReference, 2},
+                      ShardCase{Optimizer::kAdamW8bit, MirrorKind::kNone, Kernels::kFast, 3},
+                      ShardCase{Optimizer::kAdamW8bit, MirrorKind::kF16, Kernels::kFast, 7},
+                      ShardCase{Optimizer::kAdamW8bit, MirrorKind::kBf16, Kernels::kFast, 4},
+                      ShardCase{Optimizer::kAdamW8bit, MirrorKind::kF16, Kernels::kReference, 2}));
 
 // --- mpirun ------------------------------------------------------------------------------------
 #ifdef REFTRAIN_MPIEXEC  // a build with MPI (tests/CMakeLists.txt refuses tests without it)
@@ -250,15 +280,15 @@ TEST_P(DataParallelCases, TwoRanksEqualOneProcessWithTwiceTheAccumulation) {
   expect_same_run("one", "two", 8);
 }
 
-INSTANTIATE_TEST_SUITE_P(FamiliesPrecisionsOptimizers, DataParallelCases,
-                         ::testing::Values(DpCase{"tiny", "fp32", "adamw"},
-                                           DpCase{"tiny", "fp32", "adamw8bit"},
-                                           DpCase{"tiny", "mixed", "adamw"},
-                                           DpCase{"tiny", "mixed", "adamw8bit"},
-                                           DpCase{"llama-tiny", "fp32", "adamw"},
-                                           DpCase{"llama-tiny", "fp32", "adamw8bit"},
-                                           DpCase{"llama-tiny", "mixed", "adamw"},
-                                           DpCase{"llama-tiny", "mixed", "adamw8bit"}));
+INSTANTIATE_TEST_SUITE_P(
+    FamiliesPrecisionsOptimizers, DataParallelCases,
+    ::testing::Values(DpCase{"tiny", "fp32", "adamw"}, DpCase{"tiny", "fp32", "adamw8bit"},
+                      DpCase{"tiny", "mixed", "adamw"}, DpCase{"tiny", "mixed", "adamw8bit"},
+                      DpCase{"llama-tiny", "fp32", "adamw"},
+                      DpCase{"llama-tiny", "fp32", "adamw8bit"},
+                      DpCase{"llama-tiny", "mixed", "adamw"},
+                      DpCase{"llama-tiny", "mixed", "adamw8bit"}, DpCase{"tiny", "bf16", "adamw"},
+                      DpCase{"llama-tiny", "bf16", "adamw8bit"}));
 
 // The bar: 1, 2 and 4 ranks sharing 4 micro-batches per step train what one process does.
 TEST_F(DataParallel, OneTwoAndFourRanksEqualOneProcess) {

@@ -8,7 +8,8 @@
 //  2. a twin with a planted bug (residual_forward off by one at the last element) must fail in
 //     the harness and make compare exit 1;
 //     the bf16 twins' outputs must be the fixtures' bits (0 ulps), but for the attention's f32
-//     probabilities (WGSL's exp is not the C library's);
+//     probabilities (WGSL's exp is not the C library's) and adamw_update_bf16's f32 step (held to
+//     its fixture's tolerances), whose bf16 mirror must be the rounding of its own new weights;
 //  3. the f16 cast's checklist on the GPU: saturation, exact 1.0, subnormals, ties to even;
 //  4. the packaged command (bin/reftrain-webgpu.mjs) as a backend drives it: `--without f16`
 //     passes every f32 and bf16 case and reports every f16 one not run; `--cases` picks cases; `--repeat
@@ -28,6 +29,7 @@ import { runFixtures } from './kernels.mjs';
 import { makeRegistry, linearProducts } from './registry.mjs';
 import { readSafetensors } from './safetensors.mjs';
 import { runCase } from './runner.mjs';
+import { bf16Bits } from './replay/numbers.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const [reftrain, work] = process.argv.slice(2);
@@ -65,18 +67,35 @@ function agree(what, rows, fix, out, subset) {
 
 // The bf16 twins keep the canonical order, so beyond the bf16 tolerance the judge applies, the
 // cast's and the linear products' outputs must be the fixture's bits (0 ulps) and the
-// attention's all but the f32 probabilities, where only exp differs.
+// attention's all but the f32 probabilities, where only exp differs. adamw_update_bf16's w, m, v
+// come from WGSL's ÷ and √, which need not round as the CPU's do (its fixture's tolerances judge
+// them); the rounding of its mirror is integer work, so the mirror must be exactly bf16 of the
+// twin's own w.
 const bf16Exact = /^(cast_f32_to_bf16|linear_\w+_bf16)$/;
-function checkBf16Bits(arch, fix, rows) {
+const bf16Cases = 15;  // cast 2, linear 3 × 2, attention 2 × 2, adamw_update_bf16 3
+function checkBf16Bits(arch, fix, out, rows) {
   const manifest = JSON.parse(readFileSync(join(fix, 'manifest.json'), 'utf8'));
   const outputs = Object.fromEntries(manifest.kernels.map((k) => [k.name, k.bindings.filter((b) => b.role === 'out' || b.role === 'inout').map((b) => b.name)]));
   const bf16 = rows.filter((r) => r.kernel.endsWith('_bf16'));
-  if (bf16.length !== 12) fail(`${arch}: ${bf16.length} bf16 cases ran, 12 expected`);
+  if (bf16.length !== bf16Cases) fail(`${arch}: ${bf16.length} bf16 cases ran, ${bf16Cases} expected`);
   for (const r of bf16) {
     const outs = r.tensors.filter((t) => outputs[r.kernel].includes(t.name.slice(r.case.length + 1)));
-    const inexact = outs.filter((t) => t.ulp !== 0 && (bf16Exact.test(r.kernel) || !t.name.endsWith('.att')));
+    const mirror = r.kernel === 'adamw_update_bf16';
+    const inexact = mirror ? [] : outs.filter((t) => t.ulp !== 0 && (bf16Exact.test(r.kernel) || !t.name.endsWith('.att')));
     console.log(`${arch} bf16 ${r.kernel}/${r.case}: ${outs.map((t) => `${t.name.slice(r.case.length + 1)} ${t.ulp} ulp, nmse ${t.nmse.toExponential(1)}`).join('; ')}`);
     if (inexact.length) fail(`${arch}: ${r.kernel}/${r.case}: ${inexact.map((t) => `${t.name} ${t.ulp} ulp`).join(', ')} (0 expected)`);
+    if (mirror) checkOwnMirror(arch, out, r);
+  }
+}
+
+// adamw_update_bf16's written mirror against bf16 of the w it wrote, element by element.
+function checkOwnMirror(arch, out, r) {
+  const t = readSafetensors(join(out, `${r.kernel}.safetensors`)).tensors;
+  const w = t[`${r.case}.w`].data, wb16 = t[`${r.case}.wb16`].data;
+  const bad = w.findIndex((x, i) => wb16[i] !== bf16Bits(x));
+  if (w.length === 0 || w.length !== wb16.length || bad >= 0) {
+    fail(`${arch}: ${r.kernel}/${r.case}: mirror element ${bad} is 0x${wb16[bad]?.toString(16)}, bf16 of the twin's ` +
+         `w = ${w[bad]} is 0x${bf16Bits(w[bad]).toString(16)} (${w.length} weights, ${wb16.length} mirror elements)`);
   }
 }
 
@@ -94,7 +113,7 @@ async function checkArch(device, arch) {
     // A form that runs only some fixtures (v.only) is compared on those: compare --subset, with
     // the count of what ran checked, since --subset does not notice a file not written.
     agree(`${arch} ${v.name}`, rows, fix, out, Boolean(v.only));
-    if (v.name === 'naive') checkBf16Bits(arch, fix, rows);
+    if (v.name === 'naive') checkBf16Bits(arch, fix, out, rows);
     const ran = new Set(rows.map((r) => r.kernel));
     if (v.only && ran.size !== v.only.filter((n) => existsSync(join(fix, `${n}.safetensors`))).length) {
       fail(`${arch}/${v.name}: ran ${[...ran].join(' ')} of ${v.only.join(' ')}`);

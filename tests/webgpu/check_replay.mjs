@@ -14,8 +14,9 @@
 //     what a device with WebGPU's default offset alignment runs) must give the same files;
 //  3. planted bugs must be caught: attention_backward without the softmax's row term (compare
 //     exits 1 on the step-1 gradients) and adamw_update_f16 writing the mirror before the
-//     update (the replay itself exits 1, naming the mirror element), and a cast_f32_to_bf16
-//     that truncates (the bf16 run's replay exits 1, naming the mirror element);
+//     update (the replay itself exits 1, naming the mirror element), and a bf16 mirror that
+//     truncates, written by adamw_update_bf16 (the bf16 adamw run) or by the cast_f32_to_bf16
+//     after the 8-bit update (the bf16 adamw8bit run): the replay exits 1, naming the element;
 //  4. call dumps: every combination's step-1 kernel-call dump (--dump-step 1) matches
 //     reftrain's (`golden run --dump-step 1`) call by call; and bisection: `reftrain compare
 //     --first-divergence` of reftrain's dump (and of a clean replay's) with the dump of a replay
@@ -153,13 +154,17 @@ function checkPlanted() {
   console.log(`planted stale mirror: replay exit ${m.status} (1 expected): ${said.slice(0, 120)}`);
   if (m.status !== 1 || !said) fail(`planted stale mirror: replay exit ${m.status}\n${m.stderr}`);
 
-  // A bf16 mirror truncated rather than rounded: the bf16 mirror check must name an element.
-  const trunc = plant('planted_bf16_cast.mjs', 'cast_f32_to_bf16',
-                      [['let r = (u + 0x7FFFu + ((u >> 16u) & 1u)) >> 16u;', 'let r = u >> 16u;']]);
-  const b = replay(join(work, 'golden-tiny-bf16-adamw'), join(work, 'planted-bf16-mirror'), ['--registry', trunc, '--steps', '2']);
-  const saidB = last(b.stderr, /mirror element .* bf16 bits/);
-  console.log(`planted truncating bf16 cast: replay exit ${b.status} (1 expected): ${saidB.slice(0, 120)}`);
-  if (b.status !== 1 || !saidB) fail(`planted truncating bf16 cast: replay exit ${b.status}\n${b.stderr}`);
+  // A bf16 mirror truncated rather than rounded, by the kernel that writes it in each bf16 run:
+  // the bf16 mirror check must name an element. (The edit is in prelude/bf16.wgsl's rounding,
+  // part of both twins' source.)
+  const truncate = [['let r = (u + 0x7FFFu + ((u >> 16u) & 1u)) >> 16u;', 'let r = u >> 16u;']];
+  for (const [kernel, optimizer] of [['adamw_update_bf16', 'adamw'], ['cast_f32_to_bf16', 'adamw8bit']]) {
+    const trunc = plant(`planted_${kernel}.mjs`, kernel, truncate);
+    const b = replay(join(work, `golden-tiny-bf16-${optimizer}`), join(work, `planted-${kernel}`), ['--registry', trunc, '--steps', '2']);
+    const saidB = last(b.stderr, /mirror element .* bf16 bits/);
+    console.log(`planted truncating ${kernel} (bf16 ${optimizer}): replay exit ${b.status} (1 expected): ${saidB.slice(0, 120)}`);
+    if (b.status !== 1 || !saidB) fail(`planted truncating ${kernel}: replay exit ${b.status}\n${b.stderr}`);
+  }
 }
 
 // `reftrain compare --first-divergence` of a reference dump (reftrain's, or a clean replay's)

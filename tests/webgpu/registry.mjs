@@ -174,6 +174,9 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     finalize_grad_stats: { ...optimizer('optimizer.wgsl', 'finalize_grad_stats'), dispatch: () => [1] },
     adamw_update: { ...optimizer('optimizer.wgsl', 'adamw_update', 'size'), uniforms: ['hp', 'bias'] },
     adamw_update_f16: { ...optimizer('optimizer_f16.wgsl', 'adamw_update_f16', 'size'), uniforms: ['hp', 'bias'] },
+    // One thread per word of the bf16 mirror: two elements each (optimizer_bf16.wgsl).
+    adamw_update_bf16: { ...optimizer('optimizer_bf16.wgsl', 'adamw_update_bf16', 'size'), prelude: [elementwisePrelude, 'prelude/optimizer.wgsl', bf16Prelude],
+                         uniforms: ['hp', 'bias'], dispatch: (p) => groups(Math.ceil(p.size / 2)) },
     adamw_8bit_update: { ...optimizer('optimizer.wgsl', 'adamw_8bit_update', 'size'), uniforms: ['hp', 'bias'] },
   };
 }

@@ -10,8 +10,9 @@
 // `reftrain compare GOLDEN_DIR OUT_DIR` judges the replay. In mixed precision it also checks,
 // after every step, that the mirror is exactly f16(clamp(w, ±65504)) of the new weights, and
 // fails naming the first element that is not; in bf16 precision (every product a _bf16 kernel
-// on operands cast to bf16, the weights from a bf16 mirror that a cast of the whole buffer
-// refreshes after every update) that the mirror is exactly bf16(w), which needs no shader-f16.
+// on operands cast to bf16, the weights from a bf16 mirror that adamw_update_bf16 writes, or
+// after the 8-bit update a cast of the whole buffer) that the mirror is exactly bf16(w), which
+// needs no shader-f16.
 // A tensor whose offset the device cannot bind at (WebGPU's default alignment is 256 bytes;
 // lavapipe's 16) is copied to scratch around its
 // dispatch; --align 256 forces that path here. --registry FILE.mjs replaces kernels: its default

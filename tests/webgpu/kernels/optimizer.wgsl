@@ -1,12 +1,15 @@
 // The optimizer kernels over the multi-tensor mega-buffer: the global gradient norm
-// (reduce_norm_sq, finalize_grad_stats) and the fused AdamW step in three variants: fp32 state
+// (reduce_norm_sq, finalize_grad_stats) and the fused AdamW step in four variants: fp32 state
 // (adamw_update), the same plus the fp16 weight mirror written in the same pass
-// (adamw_update_f16, in optimizer_f16.wgsl: only it needs shader-f16), and 8-bit state
+// (adamw_update_f16, in optimizer_f16.wgsl: only it needs shader-f16), or plus the bf16 mirror
+// (adamw_update_bf16, in optimizer_bf16.wgsl, after prelude/bf16.wgsl), and 8-bit state
 // (adamw_8bit_update). The AdamW element they share is prelude/optimizer.wgsl's. Their bind
 // groups are fixed (binding 0 first):
 //   adamw_update      w, g, m_buf, v_buf (storage rw), grad_stats (storage r), size (uniform u32),
 //                     hp = (lr, β1, β2, wd), bias = (β1ᵗ, β2ᵗ, ε, unused) (uniform vec4<f32>)
 //   adamw_update_f16  the same with an _mp suffix on each name, then dst_w16 (storage rw, f16)
+//   adamw_update_bf16 the same with a _bf suffix on each name, then dst_wb16 (storage rw, u32
+//                     words of two bf16)
 //   adamw_8bit_update w, g, m_packed, v_packed (u32 words of four 8-bit codes), m_scale, v_scale
 //                     (storage rw, one f32 per 256-element block), grad_stats, size, hp, bias
 // β1ᵗ and β2ᵗ come from the host (pow in double, rounded to f32), so the kernels never see t.

@@ -1,9 +1,9 @@
 // The optimizer of one step as engine operations, as optim/optimizer.cpp runs it:
 // reduce_norm_sq over the whole gradient buffer → finalize_grad_stats → the AdamW kernel on
 // [0, wd_end) with weight decay and on [wd_end, total) without, each bound as a sub-range of the
-// mega-buffers (the 8-bit state's blocks restart at wd_end); in mixed precision the fp16 mirror
-// is written by adamw_update_f16, or by a cast of the whole buffer after the 8-bit update; in bf16
-// precision the bf16 mirror by one cast_f32_to_bf16 of the whole buffer after either update.
+// mega-buffers (the 8-bit state's blocks restart at wd_end); the mirror the precision has is
+// written by the update itself (adamw_update_f16, adamw_update_bf16), or by a cast of the whole
+// buffer after the 8-bit update (cast_f32_to_f16, cast_f32_to_bf16), whose kernel binds none.
 import { view } from './engine.mjs';
 import { bf16View } from './model.mjs';
 
@@ -27,7 +27,9 @@ function rangeBindings(R, st, begin, size, hp, stats, eight) {
   if (!eight) {
     // null: the step number t, which no GPU kernel binds (the host turns it into bias).
     const base = [fv(bufs.w), fv(bufs.g), fv(st.m), fv(st.v), stats, R.u(size), hp, st.bias, null];
-    return R.mixed ? [...base, view(bufs.w16, begin * 2, Math.ceil(size / 2) * 4)] : base;
+    if (R.mixed) return [...base, view(bufs.w16, begin * 2, Math.ceil(size / 2) * 4)];
+    // The ranges start on 16-float lines (core/model/param_layout.h), so on whole bf16 words.
+    return R.bf16 ? [...base, bf16View(bufs.wb, begin * 2, size)] : base;
   }
   const codes = (b) => view(b, begin, Math.ceil(size / 4) * 4);
   const first = begin === 0 ? 0 : st.firstScales;
@@ -46,7 +48,7 @@ export function buildOptimizer(R, config, wdEnd, total) {
   const normSq = view(E.storage(16), 0, 4);
   const stats = view(E.storage(16), 0, 8);
   const maxNorm = f32(o.clip) > 0 ? f32(o.clip) : 3.4e38;  // no clipping: the factor stays 1
-  const name = eight ? 'adamw_8bit_update' : R.mixed ? 'adamw_update_f16' : 'adamw_update';
+  const name = eight ? 'adamw_8bit_update' : R.mixed ? 'adamw_update_f16' : R.bf16 ? 'adamw_update_bf16' : 'adamw_update';
   const ranges = [[0, wdEnd, f32(o.wd)], [wdEnd, total - wdEnd, 0]].filter(([, size]) => size > 0)
     .map(([begin, size, wd]) => ({ begin, size, wd, hp: E.vec4() }));
   const ops = [
@@ -60,7 +62,7 @@ export function buildOptimizer(R, config, wdEnd, total) {
     ops.push(E.kernel('cast_f32_to_f16', [view(bufs.w, 0, total * 4), view(bufs.w16, 0, Math.ceil(total / 2) * 4), R.u(total)],
                       { n: total }, 'optim.cast_f32_to_f16'));
   }
-  if (R.bf16) {
+  if (eight && R.bf16) {
     ops.push(E.kernel('cast_f32_to_bf16', [bf16View(bufs.wb, 0, total), view(bufs.w, 0, total * 4), R.u(total)],
                       { n: total }, 'optim.cast_f32_to_bf16'));
   }

@@ -1,6 +1,6 @@
 // The optimizer kernels' prelude (registry.mjs puts it, after prelude/elementwise.wgsl, before
-// optimizer.wgsl and optimizer_f16.wgsl): the workgroup size, the finiteness test and the AdamW
-// element the three AdamW variants share.
+// optimizer.wgsl, optimizer_f16.wgsl and, with prelude/bf16.wgsl, optimizer_bf16.wgsl): the
+// workgroup size, the finiteness test and the AdamW element the four AdamW variants share.
 
 // The workgroup size, that of the grid flat_id (prelude/elementwise.wgsl) indexes.
 const WG: u32 = 256u;
@@ -10,7 +10,7 @@ fn is_finite(x: f32) -> bool {
   return (bitcast<u32>(x) & 0x7f800000u) != 0x7f800000u;
 }
 
-// ---- the AdamW element, shared by the three variants -------------------------------------
+// ---- the AdamW element, shared by the four variants --------------------------------------
 
 struct Step { w: f32, m: f32, v: f32 }
 
