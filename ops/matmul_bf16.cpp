@@ -314,6 +314,14 @@ void pack_amx_panel(bf16* panel, const GemmBf16& g, int j0, int kb) {
   }
 }
 
+// The row stride of a packed A, in 2-byte elements: whole blocks, plus one cache line when the
+// stride would be a multiple of 2 KiB. A tile's 16 rows at such a stride fall into one or two
+// sets of the L1 cache and evict each other (the weight gradient's A, K = B·T rows of 2 KiB).
+size_t packed_row_elems(int kb) {
+  const size_t n = size_t(kb) * dot::kBlock;
+  return n % 1024 == 0 ? n + 32 : n;
+}
+
 // Whether AMX reads op(A) in place: row-major, with rows filling whole tiles and K whole blocks.
 bool amx_a_in_place(const GemmBf16& g) {
   return g.ta == Trans::kNo && g.M % dot::kAmxRows == 0 && g.K % dot::kBlock == 0;
@@ -324,7 +332,7 @@ bool amx_a_in_place(const GemmBf16& g) {
 // Pair packing: A as rows of kb·16 words; B as panels of NR columns, kb·16 rows of NR words.
 void MatmulBf16::pack_pairs(const GemmBf16& g, int kb) {
   constexpr int NR = dot::kPairNR;
-  const size_t arow = size_t(kb) * dot::kWordsPerBlock, bpanel = arow * NR;
+  const size_t arow = packed_row_elems(kb) / 2, bpanel = size_t(kb) * dot::kWordsPerBlock * NR;
   const int groups = round_up(g.M, 16) / 16, panels = round_up(g.N, NR) / NR;
   uint32_t *pa = pa_.data(), *pb = pb_.data();  // (reserved by the caller, before the threads)
 #pragma omp for schedule(static)
@@ -336,7 +344,7 @@ void MatmulBf16::pack_pairs(const GemmBf16& g, int kb) {
 void MatmulBf16::run_pairs(const GemmBf16& g) {
   constexpr int MR = dot::kPairMR, NR = dot::kPairNR;
   const int kb = blocks_of(g.K), mp = round_up(g.M, MR), panels = round_up(g.N, NR) / NR;
-  const size_t arow = size_t(kb) * dot::kWordsPerBlock, bpanel = arow * NR;
+  const size_t arow = packed_row_elems(kb) / 2, bpanel = size_t(kb) * dot::kWordsPerBlock * NR;
   reserve(pa_, size_t(round_up(g.M, 16)) * arow);
   reserve(pb_, size_t(panels) * bpanel);
   float* tiles = reserve(tiles_, size_t(threads_) * MR * NR);
@@ -380,14 +388,14 @@ const bf16* MatmulBf16::pack_amx(const GemmBf16& g, int kb) {
   }
   bf16* pa = reinterpret_cast<bf16*>(pa_.data());
 #pragma omp for schedule(static)
-  for (int i0 = 0; i0 < mp; i0 += 16) pack_amx_rows(pa, size_t(kb) * dot::kBlock, g, i0);
+  for (int i0 = 0; i0 < mp; i0 += 16) pack_amx_rows(pa, packed_row_elems(kb), g, i0);
   return pa;
 }
 
 void MatmulBf16::run_amx(const GemmBf16& g) {
   constexpr int BR = dot::kAmxRows, BC = dot::kAmxCols;
   const int kb = blocks_of(g.K), mp = round_up(g.M, BR), np = round_up(g.N, BC);
-  const size_t packed_lda = size_t(kb) * dot::kBlock, panel = size_t(kb) * 512;
+  const size_t packed_lda = packed_row_elems(kb), panel = size_t(kb) * 512;
   const bool direct = amx_a_in_place(g);
   const size_t lda = direct ? g.lda : packed_lda;
   reserve(pa_, direct ? 0 : (size_t(mp) * packed_lda + 1) / 2);

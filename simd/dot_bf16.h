@@ -121,11 +121,17 @@ inline void pair_tile_emulated(float* c, size_t ldc, const uint32_t* a, size_t a
 constexpr bool kHaveDpbf16 = true;
 static_assert(kPairNR == 32, "the dpbf16 tile reads the AVX-512 pair packing");
 
-// The same tile through VDPBF16PS: one instruction per word and chain. The adds into c still
-// need FlushDenormals (plain vaddps).
+// The same tile through VDPBF16PS: one instruction per word and chain. C stays in registers
+// across the blocks (8 of them, beside the 16 chains). The adds into C still need FlushDenormals
+// (plain vaddps). A is the second operand: the products are the same either way round, and the
+// compiler can fold its broadcast into the instruction.
 inline void pair_tile_dpbf16(float* c, size_t ldc, const uint32_t* a, size_t as, const uint32_t* b,
                              int blocks) {
   constexpr int MR = 4, NV = 2, NR = 32;
+  __m512 acc[MR][NV];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_loadu_ps(c + i * ldc + v * 16);
+  }
   for (int blk = 0; blk < blocks; ++blk) {
     const uint32_t* ab = a + size_t(blk) * kWordsPerBlock;
     const uint32_t* bb = b + size_t(blk) * kWordsPerBlock * NR;
@@ -144,17 +150,18 @@ inline void pair_tile_dpbf16(float* c, size_t ldc, const uint32_t* a, size_t as,
         const __m512bh ae = (__m512bh)_mm512_set1_epi32(int(ab[i * as + r]));
         const __m512bh ao = (__m512bh)_mm512_set1_epi32(int(ab[i * as + r + 8]));
         for (int v = 0; v < NV; ++v) {
-          e[i][v] = _mm512_dpbf16_ps(e[i][v], ae, we[v]);
-          o[i][v] = _mm512_dpbf16_ps(o[i][v], ao, wo[v]);
+          e[i][v] = _mm512_dpbf16_ps(e[i][v], we[v], ae);
+          o[i][v] = _mm512_dpbf16_ps(o[i][v], wo[v], ao);
         }
       }
     }
     for (int i = 0; i < MR; ++i) {
-      for (int v = 0; v < NV; ++v) {
-        float* cp = c + i * ldc + v * 16;
-        _mm512_storeu_ps(cp, _mm512_add_ps(_mm512_loadu_ps(cp), _mm512_add_ps(e[i][v], o[i][v])));
-      }
+      for (int v = 0; v < NV; ++v)
+        acc[i][v] = _mm512_add_ps(acc[i][v], _mm512_add_ps(e[i][v], o[i][v]));
     }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + i * ldc + v * 16, acc[i][v]);
   }
 }
 #else
