@@ -4,7 +4,9 @@
 # into /tmp/bd, then MODE=tests runs the kernel suites, the bf16 tests and the golden bytes at 16
 # and 1 threads; MODE=steps times whole baby B8 T256 steps, reftrain fp32 / bf16 against PyTorch
 # fp32 / autocast (bench/torch_step.py), alternating, ROUNDS rounds, at 1, 2 and 16 threads, and
-# writes bf16 profiles at 1 and 16 threads to $OUT.
+# writes bf16 profiles at 1 and 16 threads to $OUT. PRESET=gpt2-124m BATCH=4 SEQ=1024 runs
+# gpt2-124m on random GPT-2 tokens instead; SDPA=1 adds autocast with PyTorch's fused attention;
+# THREADS picks the thread counts (default 1 2 16).
 set -uo pipefail
 P=$PWD/.deps/device/root/usr
 mkdir -p /usr/share/games && cp -r .deps/device/root/usr/share/games/fortunes /usr/share/games/
@@ -23,17 +25,22 @@ if [ "${MODE:-tests}" = tests ]; then for t in 16 1; do
 done; exit 0; fi
 R=/tmp/bd/reftrain; cat /usr/share/games/fortunes/* > /tmp/text.txt
 export OMP_PROC_BIND=close OMP_PLACES=cores
+DA="--tokenizer bytes --data /tmp/text.txt" RUN="--preset ${PRESET:-baby} --batch ${BATCH:-8} ${SEQ:+--seq $SEQ}"
+if [ "${PRESET:-baby}" = gpt2-124m ]; then
+  python3 tests/torch/llmc_files.py tokens /tmp/tok.bin --count 1000000 --vocab 50257 --seed 1 > /dev/null || exit 1
+  DA="--data-tokens /tmp/tok.bin"
+fi
 med() { python3 -c "
 import json,statistics
 ms=[json.loads(l)['ms'] for l in open('$1') if json.loads(l).get('type')=='step' and json.loads(l)['step']>=2]
 print(round(statistics.median(ms),1))"; }
-rt() { $R train --preset baby --batch 8 --steps ${STEPS:-8} --threads $1 --precision $2 --tokenizer bytes --data /tmp/text.txt --trace /tmp/t.jsonl --val-batches 1 --val-every 0 > /dev/null 2>&1 || echo fail; med /tmp/t.jsonl; }
-$R train --preset baby --batch 8 --steps 1 --tokenizer bytes --data /tmp/text.txt --trace /tmp/base.jsonl --val-batches 1 > /dev/null 2>&1
-tt() { python3 bench/torch_step.py /tmp/base.jsonl --threads $1 --steps ${STEPS:-8} --mode $2 2>/dev/null | python3 -c "import json,sys; print(json.loads(sys.stdin.read())['median_ms'])"; }
-for th in 1 2 16; do
+rt() { $R train $RUN --steps ${STEPS:-8} --threads $1 --precision $2 $DA --trace /tmp/t.jsonl --val-batches 1 --val-every 0 > /dev/null 2>&1 || echo fail; med /tmp/t.jsonl; }
+$R train $RUN --steps 1 $DA --trace /tmp/base.jsonl --val-batches 1 > /dev/null 2>&1
+tt() { python3 bench/torch_step.py /tmp/base.jsonl --threads $1 --steps ${STEPS:-8} --mode $2 ${3:+--attention $3} 2>/dev/null | python3 -c "import json,sys; print(json.loads(sys.stdin.read())['median_ms'])"; }
+for th in ${THREADS:-1 2 16}; do
   for r in $(seq ${ROUNDS:-3}); do
-    echo "threads $th round $r: reftrain fp32 $(rt $th fp32) bf16 $(rt $th bf16) | torch fp32 $(tt $th stock) autocast $(tt $th autocast)"
+    echo "threads $th round $r: reftrain fp32 $(rt $th fp32) bf16 $(rt $th bf16) | torch fp32 $(tt $th stock) autocast $(tt $th autocast)${SDPA:+ sdpa autocast $(tt $th autocast sdpa)}"
   done
 done
-$R train --preset baby --batch 8 --steps 3 --threads 16 --precision bf16 --tokenizer bytes --data /tmp/text.txt --val-batches 1 --val-every 0 --profile 2>&1 | grep -A14 "^profile" > $OUT/profile16.txt
-$R train --preset baby --batch 8 --steps 3 --threads 1 --precision bf16 --tokenizer bytes --data /tmp/text.txt --val-batches 1 --val-every 0 --profile 2>&1 | grep -A14 "^profile" > $OUT/profile1.txt
+$R train $RUN --steps 3 --threads 16 --precision bf16 $DA --val-batches 1 --val-every 0 --profile 2>&1 | grep -A14 "^profile" > $OUT/profile16.txt
+$R train $RUN --steps 3 --threads 1 --precision bf16 $DA --val-batches 1 --val-every 0 --profile 2>&1 | grep -A14 "^profile" > $OUT/profile1.txt
