@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
@@ -20,16 +19,6 @@ namespace {
 
 constexpr int kBlock = 32;     // the canonical order's block (ops/matmul_bf16.h)
 constexpr int kMaxDraws = 16;  // redraws allowed for the two orders to differ
-
-std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string fmt(const char* format, ...) {
-  char buf[160];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  return buf;
-}
 
 // Floats in the order of their values as integers, so that the difference of two is the number of
 // floats between them (ulps).

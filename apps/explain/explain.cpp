@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 
 #include "core/base/rng.h"
@@ -11,6 +12,15 @@ namespace reftrain::explain {
 namespace {
 constexpr int kWidth = 80;
 }  // namespace
+
+std::string fmt(const char* format, ...) {
+  char buf[160];
+  va_list args;
+  va_start(args, format);
+  std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  return buf;
+}
 
 std::string num(double v, const char* format) {
   char buf[32];

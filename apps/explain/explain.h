@@ -89,6 +89,8 @@ using Vec = std::vector<double>;
 // One double through printf `format`, except that a value that would print as -0.0000 at four
 // decimals prints as 0: the output reads the same whatever the sign of a rounding residue.
 std::string num(double v, const char* format = "%9.4f");
+// printf into a string (one line of a walk-through; at most 159 characters).
+std::string fmt(const char* format, ...) __attribute__((format(printf, 1, 2)));
 // "0.12" or "(-0.12)": a 2-decimal input as it appears inside a written-out sum.
 std::string in2(double v);
 // "name[i][j]".
