@@ -329,10 +329,10 @@ bool amx_a_in_place(const GemmBf16& g) {
 
 }  // namespace
 
-// Pair packing: A as rows of kb·16 words; B as panels of NR columns, kb·16 rows of NR words.
-void MatmulBf16::pack_pairs(const GemmBf16& g, int kb) {
+// Pair packing, inside the threads: A as rows of arow words (kb·16 and the padding); B as
+// panels of NR columns, kb·16 rows of NR words (bpanel words each).
+void MatmulBf16::pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel) {
   constexpr int NR = dot::kPairNR;
-  const size_t arow = packed_row_elems(kb) / 2, bpanel = size_t(kb) * dot::kWordsPerBlock * NR;
   const int groups = round_up(g.M, 16) / 16, panels = round_up(g.N, NR) / NR;
   uint32_t *pa = pa_.data(), *pb = pb_.data();  // (reserved by the caller, before the threads)
 #pragma omp for schedule(static)
@@ -351,7 +351,8 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, units = chunks * panels;
 #pragma omp parallel num_threads(threads_)
   {
-    if (kb > 0) pack_pairs(g, kb);  // (its omp for's barrier: packed before any tile reads)
+    if (kb > 0)
+      pack_pairs(g, kb, arow, bpanel);  // (its omp for's barrier: packed before any tile reads)
     const uint32_t *pa = pa_.data(), *pb = pb_.data();
     const simd::FlushDenormals mode;
     float* tile = tiles + size_t(omp_get_thread_num()) * MR * NR;
@@ -374,21 +375,22 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
   }
 }
 
-// Packs B's panels and returns the A AMX reads: op(A) itself (amx_a_in_place) or packed
-// row-major, rows padded to 32 and K to whole blocks. Runs inside the threads.
-const bf16* MatmulBf16::pack_amx(const GemmBf16& g, int kb) {
-  const size_t panel = size_t(kb) * 512;  // bf16 elements of one 16-column panel
+// Packs B's panels (panel bf16 elements each) and returns the A AMX reads: op(A) itself
+// (in_place, amx_a_in_place) or packed row-major with row stride lda, rows padded to 32 and K to
+// whole blocks. Runs inside the threads.
+const bf16* MatmulBf16::pack_amx(const GemmBf16& g, int kb, size_t panel, bool in_place,
+                                 size_t lda) {
   const int mp = round_up(g.M, dot::kAmxRows), np = round_up(g.N, dot::kAmxCols);
   bf16* pb = reinterpret_cast<bf16*>(pb_.data());
 #pragma omp for schedule(static) nowait
   for (int q = 0; q < np / 16; ++q) pack_amx_panel(pb + q * panel, g, q * 16, kb);
-  if (amx_a_in_place(g)) {
+  if (in_place) {
 #pragma omp barrier
     return g.a;
   }
   bf16* pa = reinterpret_cast<bf16*>(pa_.data());
 #pragma omp for schedule(static)
-  for (int i0 = 0; i0 < mp; i0 += 16) pack_amx_rows(pa, packed_row_elems(kb), g, i0);
+  for (int i0 = 0; i0 < mp; i0 += 16) pack_amx_rows(pa, lda, g, i0);
   return pa;
 }
 
@@ -404,7 +406,7 @@ void MatmulBf16::run_amx(const GemmBf16& g) {
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, cols = np / BC, units = chunks * cols;
 #pragma omp parallel num_threads(threads_)
   {
-    const bf16* pa = kb > 0 ? pack_amx(g, kb) : nullptr;
+    const bf16* pa = kb > 0 ? pack_amx(g, kb, panel, direct, lda) : nullptr;
     const bf16* pb = reinterpret_cast<const bf16*>(pb_.data());
     dot::amx_configure();
     float* tile = tiles + size_t(omp_get_thread_num()) * BR * BC;
