@@ -19,6 +19,7 @@
 
 #include "simd/bf16.h"
 #include "simd/dot_bf16.h"
+#include "simd/pair_pack.h"
 
 namespace reftrain {
 
@@ -215,10 +216,16 @@ int pair_k(int blk, int r) {
   return blk * dot::kBlock + (r < 8 ? 4 * r : 4 * (r - 8) + 1);
 }
 
+// The full blocks of K: those whose 32 k all lie below K.
+int full_blocks(int K, int kb) {
+  return std::min(kb, K / dot::kBlock);
+}
+
 // A run along k, contiguous (x[0..K); null: a padding row or column), as kb blocks of words,
-// word r of block blk at w[(blk·16 + r)·ws].
-void pair_run(uint32_t* w, size_t ws, const bf16* x, int K, int kb) {
-  for (int blk = 0; blk < kb; ++blk) {
+// word r of block blk at w[(blk·16 + r)·ws]. Blocks from `first` on, here element by element
+// (the ones before it the vector packers did).
+void pair_run(uint32_t* w, size_t ws, const bf16* x, int K, int kb, int first = 0) {
+  for (int blk = first; blk < kb; ++blk) {
     uint16_t v[dot::kBlock] = {};
     const int n = x ? std::min(dot::kBlock, K - blk * dot::kBlock) : 0;
     for (int k = 0; k < n; ++k) v[k] = x[blk * dot::kBlock + k].bits;
@@ -239,6 +246,7 @@ void pair_across(uint32_t* w, size_t ws, const bf16* src, size_t ld, int blk, in
   const bf16* lo = k + 2 < K ? src + size_t(k + 2) * ld : nullptr;
   int x = 0;
   if (hi && lo) {
+    if (ws == 1) x = dot::across_run(w, hi, lo, n);
     for (; x < n; ++x) w[x * ws] = uint32_t(hi[x].bits) << 16 | lo[x].bits;
   } else if (hi) {
     for (; x < n; ++x) w[x * ws] = uint32_t(hi[x].bits) << 16;
@@ -248,26 +256,41 @@ void pair_across(uint32_t* w, size_t ws, const bf16* src, size_t ld, int blk, in
 
 // Rows [i0, i0 + 16) of op(A) into rows of kb·16 words (stride arow).
 void pack_pair_rows(uint32_t* pa, size_t arow, const GemmBf16& g, int i0, int kb) {
-  const int n = std::max(0, std::min(16, g.M - i0));
+  const int n = std::max(0, std::min(16, g.M - i0)), full = full_blocks(g.K, kb);
+  uint32_t* rows = pa + i0 * arow;
   if (g.ta == Trans::kNo) {
-    for (int i = 0; i < 16; ++i)
-      pair_run(pa + (i0 + i) * arow, 1, i < n ? g.a + size_t(i0 + i) * g.lda : nullptr, g.K, kb);
+    for (int i = 0; i < 16; ++i) {
+      const bf16* x = i < n ? g.a + size_t(i0 + i) * g.lda : nullptr;
+      const int done = x ? dot::pair_run_blocks(rows + i * arow, x, full) : 0;
+      pair_run(rows + i * arow, 1, x, g.K, kb, done);
+    }
     return;
   }
   for (int blk = 0; blk < kb; ++blk) {
+    uint32_t* words = rows + blk * dot::kWordsPerBlock;
+    if (n == 16 && blk < full &&
+        dot::across_block16(words, arow, g.a + i0, g.lda, blk * dot::kBlock)) {
+      continue;
+    }
     for (int r = 0; r < dot::kWordsPerBlock; ++r)
-      pair_across(pa + i0 * arow + blk * dot::kWordsPerBlock + r, arow, g.a + i0, g.lda, blk, r,
-                  g.K, n, 16);
+      pair_across(words + r, arow, g.a + i0, g.lda, blk, r, g.K, n, 16);
   }
 }
 
 // Columns [q·NR, q·NR + NR) of op(B) into one panel: per block, 16 rows of NR words.
 void pack_pair_panel(uint32_t* panel, const GemmBf16& g, int q, int kb) {
   constexpr int NR = dot::kPairNR;
-  const int j0 = q * NR, n = std::max(0, std::min(NR, g.N - j0));
+  const int j0 = q * NR, n = std::max(0, std::min(NR, g.N - j0)), full = full_blocks(g.K, kb);
   if (g.tb == Trans::kYes) {
-    for (int jj = 0; jj < NR; ++jj)
-      pair_run(panel + jj, NR, jj < n ? g.b + size_t(j0 + jj) * g.ldb : nullptr, g.K, kb);
+    for (int c0 = 0; c0 < NR; c0 += 16) {
+      const int done = c0 + 16 <= n ? dot::pair_runs16(panel + c0, NR,
+                                                       g.b + size_t(j0 + c0) * g.ldb, g.ldb, full)
+                                    : 0;
+      for (int jj = c0; jj < c0 + 16 && jj < NR; ++jj) {
+        const bf16* x = jj < n ? g.b + size_t(j0 + jj) * g.ldb : nullptr;
+        pair_run(panel + jj, NR, x, g.K, kb, done);
+      }
+    }
     return;
   }
   for (int blk = 0; blk < kb; ++blk) {

@@ -1,0 +1,135 @@
+// The vector pieces of the bf16 pair packing (ops/matmul_bf16.cpp: pair_run, pair_across and the
+// packers that call them), for AVX-512BW: every build that has the VDPBF16PS tile has it. The
+// packers' scalar loops define the layout and pack whatever these do not cover (partial blocks of
+// K, partial groups of 16 rows or columns) and everything on the other ISAs; these pieces write
+// the same words, 16 at a time, so the packed operands and the products keep their bits.
+//
+// The layout (simd/dot_bf16.h): per block of 32 k, 16 words; word r < 8 holds x[4r] (high half)
+// and x[4r + 2] (low half), word 8 + r holds x[4r + 1] and x[4r + 3].
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "simd/bf16.h"
+
+#if defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
+
+namespace reftrain::simd::bf16dot {
+
+#if defined(__AVX512BW__)
+// (GCC 12 warns falsely about the undefined pass-through operand of the unmasked AVX-512 unpacks
+// as (maybe-)uninitialized: every lane is written.)
+#pragma GCC diagnostic push
+#ifndef __clang__  // a GCC-only warning
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+// The 16 words of one block of 32 consecutive bf16 x[0..32), as one vector (word w in lane w):
+// a permutation of the block's 16-bit halves, lane 2w taking word w's low half, 2w + 1 its high.
+inline __m512i pair_words(const bf16* x) {
+  alignas(64) static const uint16_t kHalves[32] = {2,  0,  6,  4,  10, 8,  14, 12, 18, 16, 22,
+                                                   20, 26, 24, 30, 28, 3,  1,  7,  5,  11, 9,
+                                                   15, 13, 19, 17, 23, 21, 27, 25, 31, 29};
+  const __m512i idx = _mm512_load_si512(kHalves);
+  return _mm512_permutexvar_epi16(idx, _mm512_loadu_si512(x));
+}
+
+// One word for each of 16 consecutive indices x (lane x): hi[x] in the high half, lo[x] in the
+// low (two rows of a chain, k and k + 2, read across).
+inline __m512i across_words(const bf16* hi, const bf16* lo) {
+  const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(hi)));
+  const __m512i l = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo)));
+  return _mm512_or_si512(_mm512_slli_epi32(h, 16), l);
+}
+
+// r[i] lane j becomes r[j] lane i (a 16×16 transpose of 32-bit words): pairs of rows interleaved,
+// then quads (each 128-bit lane then holds a transposed 4×4), then the 128-bit lanes gathered.
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {  // u[i + c], 128-bit lane L: rows i..i+3 at column 4L + c
+    u[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512i p01 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44);  // lanes 0, 1 of each
+    const __m512i q01 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44);
+    const __m512i p23 = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xEE);  // lanes 2, 3 of each
+    const __m512i q23 = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xEE);
+    r[c] = _mm512_shuffle_i32x4(p01, q01, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(p01, q01, 0xDD);
+    r[8 + c] = _mm512_shuffle_i32x4(p23, q23, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(p23, q23, 0xDD);
+  }
+}
+
+// Blocks [0, blocks) of a run of consecutive bf16 x (all full blocks of 32) into w, 16
+// contiguous words per block (a row of a packed A). Returns the blocks packed.
+inline int pair_run_blocks(uint32_t* w, const bf16* x, int blocks) {
+  for (int blk = 0; blk < blocks; ++blk) {
+    _mm512_storeu_si512(w + size_t(blk) * 16, pair_words(x + size_t(blk) * 32));
+  }
+  return blocks;
+}
+
+// Full blocks [0, blocks) of 16 runs (columns of a B panel: column c at x + c·ld), word r of
+// block blk of column c at panel[(blk·16 + r)·NR + c]: per block, each column's words, then a
+// transpose so that each word row is one store. Returns the blocks packed.
+inline int pair_runs16(uint32_t* panel, size_t NR, const bf16* x, size_t ld, int blocks) {
+  for (int blk = 0; blk < blocks; ++blk) {
+    __m512i v[16];
+    for (int c = 0; c < 16; ++c) v[c] = pair_words(x + size_t(c) * ld + size_t(blk) * 32);
+    transpose16(v);
+    uint32_t* rows = panel + size_t(blk) * 16 * NR;
+    for (int r = 0; r < 16; ++r) _mm512_storeu_si512(rows + size_t(r) * NR, v[r]);
+  }
+  return blocks;
+}
+
+// Words for indices x < n (16 at a time: lanes across) of one chain pair: hi[x] high, lo[x] low,
+// into w[x]. Returns the count written (a multiple of 16).
+inline int across_run(uint32_t* w, const bf16* hi, const bf16* lo, int n) {
+  int x = 0;
+  for (; x + 16 <= n; x += 16) _mm512_storeu_si512(w + x, across_words(hi + x, lo + x));
+  return x;
+}
+
+// One full block of 16 rows of an A read across (row x's element k at src[k·ld + x]): the 16
+// words of row x into rows[x·stride .. + 16). True: packed.
+inline bool across_block16(uint32_t* rows, size_t stride, const bf16* src, size_t ld, int k0) {
+  __m512i v[16];
+  for (int r = 0; r < 16; ++r) {
+    const int k = k0 + (r < 8 ? 4 * r : 4 * (r - 8) + 1);
+    v[r] = across_words(src + size_t(k) * ld, src + size_t(k + 2) * ld);
+  }
+  transpose16(v);
+  for (int x = 0; x < 16; ++x) _mm512_storeu_si512(rows + size_t(x) * stride, v[x]);
+  return true;
+}
+#pragma GCC diagnostic pop
+#else
+// Without AVX-512BW the packers' scalar loops pack everything.
+inline int pair_run_blocks(uint32_t*, const bf16*, int) {
+  return 0;
+}
+inline int pair_runs16(uint32_t*, size_t, const bf16*, size_t, int) {
+  return 0;
+}
+inline int across_run(uint32_t*, const bf16*, const bf16*, int) {
+  return 0;
+}
+inline bool across_block16(uint32_t*, size_t, const bf16*, size_t, int) {
+  return false;
+}
+#endif
+
+}  // namespace reftrain::simd::bf16dot
