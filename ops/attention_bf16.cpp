@@ -2,31 +2,58 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <vector>
 
 #include "ops/kernel_record.h"
+#include "simd/math.h"
+#include "simd/reduce.h"
 
 namespace reftrain {
 
 namespace {
 
-// Row t of the causal softmax of s·scale, in place (attention_forward's arithmetic).
+using simd::load;
+
+// Row t of the causal softmax of s·scale, in place: the scale and the max in one pass, then
+// exp (simd::exp) and Σ in the 16-lane order of simd/reduce.h, then times 1/Σ; 0 past t.
 void softmax_row(float* p, int t, int Tn, float scale) {
-  float maxv = -INFINITY;
-  for (int u = 0; u <= t; ++u) {
-    p[u] *= scale;
-    if (p[u] > maxv) maxv = p[u];
-  }
-  float sum = 0;
-  for (int u = 0; u <= t; ++u) {
-    p[u] = std::exp(p[u] - maxv);
-    sum += p[u];
-  }
+  const size_t n = size_t(t) + 1;
+  const float maxv = simd::max16(n, [&](auto acc, size_t u) {
+    using L = decltype(acc);
+    const L s = load<L>(p + u) * L(scale);
+    simd::store(p + u, s);
+    return simd::max(acc, s);
+  });
+  const float sum = simd::sum16(n, [&](auto acc, size_t u) {
+    using L = decltype(acc);
+    const L e = simd::exp(load<L>(p + u) - L(maxv));
+    simd::store(p + u, e);
+    return acc + e;
+  });
   const float inv = 1.0f / sum;
-  for (int u = 0; u <= t; ++u) p[u] *= inv;
-  for (int u = t + 1; u < Tn; ++u) p[u] = 0;
+  simd::for_each16(0, n, [&](auto lanes, size_t u) {
+    using L = typename decltype(lanes)::type;
+    simd::store(p + u, load<L>(p + u) * L(inv));
+  });
+  std::fill(p + n, p + Tn, 0.0f);
+}
+
+// Row t of the softmax's gradient, in place over dP: D = Σ_u≤t p·dP (16-lane order), then
+// ds = p·(dP − D)·scale for u ≤ t, 0 past t.
+void softmax_grad_row(float* dr, const float* pr, int t, int Tn, float scale) {
+  const size_t n = size_t(t) + 1;
+  const float D = simd::sum16(n, [&](auto acc, size_t u) {
+    using L = decltype(acc);
+    return acc + load<L>(pr + u) * load<L>(dr + u);
+  });
+  simd::for_each16(0, n, [&](auto lanes, size_t u) {
+    using L = typename decltype(lanes)::type;
+    simd::store(dr + u, load<L>(pr + u) * (load<L>(dr + u) - L(D)) * L(scale));
+  });
+  std::fill(dr + n, dr + Tn, 0.0f);
 }
 
 // Whether no element is Inf or NaN (exponent field all ones): the condition under which the
@@ -80,11 +107,7 @@ void backward_head(MatmulBf16& mm, float* dq, float* dp, bf16* ds16, const bf16*
   mm.run({Tn, Tn, hs, dout, Trans::kNo, size_t(C), q + 2 * C, Trans::kYes, C3, dp, size_t(Tn),
           false, nullptr, Bf16Causal::kLowerOutput});
   for (int t = 0; t < Tn; ++t) {
-    const float* pr = p + size_t(t) * Tn;
-    float* dr = dp + size_t(t) * Tn;
-    float D = 0;
-    for (int u = 0; u <= t; ++u) D += pr[u] * dr[u];
-    for (int u = 0; u < Tn; ++u) dr[u] = u <= t ? pr[u] * (dr[u] - D) * scale : 0.0f;
+    softmax_grad_row(dp + size_t(t) * Tn, p + size_t(t) * Tn, t, Tn, scale);
   }
   cast_f32_to_bf16_fast(ds16, dp, TT);
   // dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut

@@ -2,9 +2,10 @@
 // and its softmax in f32: what `--precision bf16` runs, the split PyTorch's CPU autocast makes
 // (scaled-dot-product attention's matmuls in bf16, softmax in f32). Per (b, h), with Q, K, V the
 // head's rows of qkv16 [T, hs] and scale = 1/√hs:
-//   forward:  S = Q·Kᵀ (bf16 product, f32 result);  s = S·scale;  p = softmax over u ≤ t (f32,
-//             attention_forward's arithmetic), 0 for u > t;  P = bf16(p);  out = P·V
-//   backward: dP = dOut·Vᵀ;  D_t = Σ_u p·dP (ascending u);  ds = p·(dP − D_t)·scale (f32);
+//   forward:  S = Q·Kᵀ (bf16 product, f32 result);  s = S·scale;  p = softmax over u ≤ t (f32:
+//             simd::exp, Σ in the 16-lane order of simd/reduce.h, times 1/Σ), 0 for u > t;
+//             P = bf16(p);  out = P·V
+//   backward: dP = dOut·Vᵀ;  D_t = Σ_u p·dP (the 16-lane order);  ds = p·(dP − D_t)·scale (f32);
 //             dS = bf16(ds);  dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut
 // The products over keys run over all T positions (K = T, the masked p being exact zeros), so a
 // row's sum has one fixed length and blocking whatever the row. The fast paths skip the work the

@@ -13,7 +13,7 @@
 //             attention_round_bf16        4 dp, 5 ds16 (scratch)    the same rounding pass
 //             attention_backward_bf16_dqkv 4 dqkv, 5 ds16, 6 qkv16, 7 att16, 8 dout16: one thread
 //                                          per dqkv element, dQ, dK or dV by its column
-// Between the CPU and this twin only exp differs (WGSL's is not the C library's): att and out
+// Between the CPU and this twin only exp differs (WGSL's is not simd/math.h's): att and out
 // match within the bf16 tolerance, a probability now and then rounding to the neighbouring bf16.
 
 @group(0) @binding(0) var<uniform> B: u32;
@@ -95,8 +95,19 @@ fn {{X}}_dot(x: vec4<u32>, init: f32) -> f32 {
 }
 //#end
 
+// The 16 lanes of a sum in reftrain's fixed order (simd/reduce.h) combined: lane l with l + 8,
+// then l + 4, l + 2, l + 1. Lane l holds the fold of elements l, l + 16, … of the full blocks of
+// 16; the caller folds the leftover elements into the result one by one, in order.
+fn lanes_sum(lanes_in: array<f32, 16>) -> f32 {
+  var lanes = lanes_in;
+  for (var half = 8u; half > 0u; half = half / 2u) {
+    for (var l = 0u; l < half; l++) { lanes[l] = lanes[l] + lanes[l + half]; }
+  }
+  return lanes[0];
+}
+
 // Row (b, h, t): att[t, u] = softmax over u ≤ t of S[t, u]·scale, 0 past t (ops/attention_bf16's
-// softmax_row: scale, max, exp, ascending sum, times 1/sum).
+// softmax_row: scale, max, exp, Σ in the 16-lane order, times 1/Σ).
 @compute @workgroup_size(64)
 fn attention_forward_bf16(@builtin(global_invocation_id) gid: vec3<u32>) {
   let row = gid.x;
@@ -112,12 +123,15 @@ fn attention_forward_bf16(@builtin(global_invocation_id) gid: vec3<u32>) {
     fs_att[base + u] = s;
     maxv = max(maxv, s);
   }
-  var sum = 0.0;
+  let full = (t + 1u) / 16u * 16u;
+  var lanes: array<f32, 16>;
   for (var u = 0u; u <= t; u++) {
     let p = exp(fs_att[base + u] - maxv);
     fs_att[base + u] = p;
-    sum += p;
+    if (u < full) { lanes[u % 16u] += p; }
   }
+  var sum = lanes_sum(lanes);
+  for (var u = full; u <= t; u++) { sum += fs_att[base + u]; }
   let inv = 1.0 / sum;
   for (var u = 0u; u < T; u++) { fs_att[base + u] = select(0.0, fs_att[base + u] * inv, u <= t); }
 }
@@ -143,7 +157,8 @@ fn attention_forward_bf16_out(@builtin(global_invocation_id) gid: vec3<u32>,
   fo_out[e] = pv_dot(vec4<u32>(bt / T, c / hs(), bt % T, c % hs()), 0.0);
 }
 
-// Row (b, h, t): dP over u ≤ t, D = Σ_u p·dP (ascending), ds = p·(dP − D)·scale, 0 past t.
+// Row (b, h, t): dP over u ≤ t, D = Σ_u p·dP (the 16-lane order), ds = p·(dP − D)·scale, 0
+// past t.
 @compute @workgroup_size(64)
 fn attention_backward_bf16(@builtin(global_invocation_id) gid: vec3<u32>) {
   let row = gid.x;
@@ -153,12 +168,15 @@ fn attention_backward_bf16(@builtin(global_invocation_id) gid: vec3<u32>) {
   let h = (row / T) % NH;
   let base = row * T;
   let scale = 1.0 / sqrt(f32(hs()));
-  var D = 0.0;
+  let full = (t + 1u) / 16u * 16u;
+  var lanes: array<f32, 16>;
   for (var u = 0u; u <= t; u++) {
     let dp = dp_dot(vec4<u32>(b, h, t, u), 0.0);
     bs_dp[base + u] = dp;
-    D += bs_att[base + u] * dp;
+    if (u < full) { lanes[u % 16u] += bs_att[base + u] * dp; }
   }
+  var D = lanes_sum(lanes);
+  for (var u = full; u <= t; u++) { D += bs_att[base + u] * bs_dp[base + u]; }
   for (var u = 0u; u < T; u++) {
     bs_dp[base + u] = select(0.0, bs_att[base + u] * (bs_dp[base + u] - D) * scale, u <= t);
   }
