@@ -282,11 +282,12 @@ void pack_pair_panel(uint32_t* panel, const GemmBf16& g, int q, int kb) {
   constexpr int NR = dot::kPairNR;
   const int j0 = q * NR, n = std::max(0, std::min(NR, g.N - j0)), full = full_blocks(g.K, kb);
   if (g.tb == Trans::kYes) {
-    for (int c0 = 0; c0 < NR; c0 += 16) {
-      const int done = c0 + 16 <= n ? dot::pair_runs16(panel + c0, NR,
-                                                       g.b + size_t(j0 + c0) * g.ldb, g.ldb, full)
-                                    : 0;
-      for (int jj = c0; jj < c0 + 16 && jj < NR; ++jj) {
+    constexpr int G = dot::kPackCols;
+    for (int c0 = 0; c0 < NR; c0 += G) {
+      const int done =
+          c0 + G <= n ? dot::pair_runs(panel + c0, NR, g.b + size_t(j0 + c0) * g.ldb, g.ldb, full)
+                      : 0;
+      for (int jj = c0; jj < c0 + G && jj < NR; ++jj) {
         const bf16* x = jj < n ? g.b + size_t(j0 + jj) * g.ldb : nullptr;
         pair_run(panel + jj, NR, x, g.K, kb, done);
       }
@@ -364,19 +365,41 @@ void MatmulBf16::pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpane
   for (int q = 0; q < panels; ++q) pack_pair_panel(pb + q * bpanel, g, q, kb);
 }
 
+// The emulated path's operands: the packed words widened to f32 in chain order (A rows of
+// 2·arow floats, B panels of 2·bpanel floats), inside the threads.
+void MatmulBf16::widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel) {
+  const int rows = round_up(g.M, 16), panels = round_up(g.N, dot::kPairNR) / dot::kPairNR;
+  const size_t words = size_t(kb) * dot::kWordsPerBlock;
+#pragma omp for schedule(static)
+  for (int i = 0; i < rows; ++i)
+    dot::widen_words(fa_.data() + 2 * i * arow, pa_.data() + i * arow, words);
+#pragma omp for schedule(static)
+  for (int q = 0; q < panels; ++q) {
+    dot::widen_word_rows(fb_.data() + 2 * q * bpanel, pb_.data() + q * bpanel, words, dot::kPairNR);
+  }
+}
+
 void MatmulBf16::run_pairs(const GemmBf16& g) {
   constexpr int MR = dot::kPairMR, NR = dot::kPairNR;
   const int kb = blocks_of(g.K), mp = round_up(g.M, MR), panels = round_up(g.N, NR) / NR;
   const size_t arow = packed_row_elems(kb) / 2, bpanel = size_t(kb) * dot::kWordsPerBlock * NR;
+  const bool widened = path_ == Bf16Path::kEmulated;
   reserve(pa_, size_t(round_up(g.M, 16)) * arow);
   reserve(pb_, size_t(panels) * bpanel);
+  if (widened) {
+    reserve(fa_, 2 * size_t(round_up(g.M, 16)) * arow);
+    reserve(fb_, 2 * size_t(panels) * bpanel);
+  }
   float* tiles = reserve(tiles_, size_t(threads_) * MR * NR);
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, units = chunks * panels;
 #pragma omp parallel num_threads(threads_)
   {
-    if (kb > 0)
+    if (kb > 0) {
       pack_pairs(g, kb, arow, bpanel);  // (its omp for's barrier: packed before any tile reads)
+      if (widened) widen_pairs(g, kb, arow, bpanel);
+    }
     const uint32_t *pa = pa_.data(), *pb = pb_.data();
+    const float *fa = fa_.data(), *fb = fb_.data();
     const simd::FlushDenormals mode;
     float* tile = tiles + size_t(omp_get_thread_num()) * MR * NR;
 #pragma omp for schedule(static)
@@ -385,13 +408,15 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += MR) {
         run_tile(g, tile, kb, i0, j0, MR, NR, [&](float* c, size_t ldc, int first, int last) {
+          if (widened) {
+            dot::chain_tile_emulated<MR, dot::kPairNV>(
+                c, ldc, fa + 2 * i0 * arow + first * dot::kChainSteps, 2 * arow,
+                fb + 2 * q * bpanel + size_t(first) * dot::kChainSteps * NR, last - first);
+            return;
+          }
           const uint32_t* a = pa + i0 * arow + first * dot::kWordsPerBlock;
           const uint32_t* b = pb + q * bpanel + size_t(first) * dot::kWordsPerBlock * NR;
-          if (path_ == Bf16Path::kDpbf16) {
-            dot::pair_tile_dpbf16(c, ldc, a, arow, b, last - first);
-          } else {
-            dot::pair_tile_emulated<MR, dot::kPairNV>(c, ldc, a, arow, b, last - first);
-          }
+          dot::pair_tile_dpbf16(c, ldc, a, arow, b, last - first);
         });
       }
     }

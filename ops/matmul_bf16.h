@@ -90,10 +90,12 @@ class MatmulBf16 {
   void run_pairs(const GemmBf16& g);
   void run_amx(const GemmBf16& g);
   void pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel);
+  void widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel);
   const bf16* pack_amx(const GemmBf16& g, int kb, size_t panel, bool in_place, size_t lda);
   Bf16Path path_;
   int threads_;
   AlignedBuffer<uint32_t> pa_, pb_;  // packed A and B (AMX: bf16 pairs in the words)
+  AlignedBuffer<float> fa_, fb_;     // the emulated path: pa_ and pb_ widened to f32
   AlignedBuffer<float> tiles_;       // per-thread C tiles
 };
 

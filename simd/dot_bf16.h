@@ -14,8 +14,9 @@
 // operands: each 32-bit word holds two same-parity elements of one chain, the earlier k in the
 // high half (VDPBF16PS multiplies the high half first), so one word is two consecutive steps of a
 // chain. Per block of 32, 16 words: words 0..7 the even chain (k, k+2) for k = 0, 4, .., 28, words
-// 8..15 the odd chain (k+1, k+3). The emulation splits a word into its two f32 values (the high
-// half masked, the low half shifted up: exact) and does the two FMAs in that order.
+// 8..15 the odd chain (k+1, k+3). The emulation widens the packed words to f32 once (each word
+// split into its two values, the high half masked and the low half shifted up: exact) and runs a
+// plain f32 register tile over them, the two FMAs of a word in that order.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +24,7 @@
 #include <cstring>
 
 #include "simd/bf16.h"
+#include "simd/microkernel.h"
 #include "simd/simd.h"
 
 #if defined(__AMX_BF16__) && defined(__AMX_TILE__)
@@ -35,14 +37,16 @@ namespace reftrain::simd::bf16dot {
 constexpr int kBlock = 32;          // K per block: one AMX tile row of bf16
 constexpr int kWordsPerBlock = 16;  // pair-packed words per block and row (8 even, 8 odd)
 
-// The pair-packed register tile: MR rows × NV vectors of W lanes (NR = NV·W columns). AVX-512:
-// 4×2 (16 chains of E and O, 8 B vectors, the broadcasts: 28 of 32 zmm); AVX2: 4×1 (8 chains in
-// 16 ymm); NEON: 4×2 (32 registers of 4 lanes).
+// The register tile: MR rows × NV vectors of W lanes (NR = NV·W columns). dpbf16 (AVX-512, 4×2):
+// 16 chains of E and O, the 8 accumulators of C, 2 B vectors and the broadcast. The emulated
+// tile runs the E chains, keeps them in memory while the O chains run, then adds: 4×2 on AVX-512
+// and NEON; on AVX2 (16 ymm) 4×3, 12 chains, 3 B vectors and the broadcast, so that the 3 loads
+// and 4 broadcasts of a step feed 12 FMAs (4×2 fed 8 from 6: load-bound).
 constexpr int kPairMR = 4;
-#if defined(__AVX512F__) || defined(__aarch64__)
-constexpr int kPairNV = 2;
+#if defined(__x86_64__) && !defined(__AVX512F__)
+constexpr int kPairNV = 3;
 #else
-constexpr int kPairNV = 1;
+constexpr int kPairNV = 2;
 #endif
 constexpr int kPairNR = kPairNV * int(Batch<float>::size);
 
@@ -66,48 +70,88 @@ inline float low_of(uint32_t w) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
-// c (an MR×NR tile, row stride ldc) = the canonical product over `blocks` blocks, added to c.
-// a: MR rows of pair-packed words, row stride `as` words; b: the panel, per block 16 rows of NR
-// words. Must run under FlushDenormals.
-template <int MR, int NV>
-inline void pair_tile_emulated(float* c, size_t ldc, const uint32_t* a, size_t as,
-                               const uint32_t* b, int blocks) {
-  using V = Batch<float>;
-  constexpr int W = int(V::size), NR = NV * W;
+// The emulated path reads the pair-packed operands widened to f32 once, after packing ("chain
+// order": each word's high half, then its low half), so that its tile is a plain f32 register
+// tile: per block of 32 k, steps 0..15 are the even chain (k = 0, 2, .., 30) and steps 16..31
+// the odd chain (k = 1, 3, .., 31). Splitting the words inside the tile instead cost more
+// integer work than FMAs (AVX2: bf16 at 0.4× fp32).
+constexpr int kChainSteps = kBlock;  // f32 values per block and row of A (or row of B panel)
+
+// dst[2w] = the high half of src[w], dst[2w + 1] its low half, as f32 (exact), for w < n.
+inline void widen_words(float* dst, const uint32_t* src, size_t n) {
+  constexpr size_t W = U32::size;
   const U32 hi_mask(0xFFFF0000u);
-  for (int blk = 0; blk < blocks; ++blk) {
-    const uint32_t* ab = a + size_t(blk) * kWordsPerBlock;
-    const uint32_t* bb = b + size_t(blk) * kWordsPerBlock * NR;
-    V e[MR][NV], o[MR][NV];
-    for (int i = 0; i < MR; ++i) {
-      for (int v = 0; v < NV; ++v) e[i][v] = o[i][v] = V(0.0f);
+  size_t w = 0;
+  for (; w + W <= n; w += W) {
+    const U32 x = U32::load_unaligned(src + w);
+    alignas(64) float hi[W], lo[W];
+    xsimd::bitwise_cast<Batch<float>>(x & hi_mask).store_aligned(hi);
+    xsimd::bitwise_cast<Batch<float>>(x << 16).store_aligned(lo);
+    for (size_t l = 0; l < W; ++l) dst[2 * (w + l)] = hi[l], dst[2 * (w + l) + 1] = lo[l];
+  }
+  for (; w < n; ++w) dst[2 * w] = high_of(src[w]), dst[2 * w + 1] = low_of(src[w]);
+}
+
+// rows 2r and 2r + 1 of dst (nr floats each) = the high and the low halves of row r of src (nr
+// words), for r < rows: a B panel in chain order.
+inline void widen_word_rows(float* dst, const uint32_t* src, size_t rows, size_t nr) {
+  const U32 hi_mask(0xFFFF0000u);
+  for (size_t r = 0; r < rows; ++r) {
+    const uint32_t* in = src + r * nr;
+    float *hi = dst + 2 * r * nr, *lo = hi + nr;
+    size_t j = 0;
+    for (; j + U32::size <= nr; j += U32::size) {
+      const U32 x = U32::load_unaligned(in + j);
+      xsimd::bitwise_cast<Batch<float>>(x & hi_mask).store_unaligned(hi + j);
+      xsimd::bitwise_cast<Batch<float>>(x << 16).store_unaligned(lo + j);
     }
-    for (int r = 0; r < 8; ++r) {
-      V eh[NV], el[NV], oh[NV], ol[NV];
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) {
-        const U32 we = U32::load_aligned(bb + r * NR + v * W);
-        const U32 wo = U32::load_aligned(bb + (r + 8) * NR + v * W);
-        eh[v] = xsimd::bitwise_cast<V>(we & hi_mask), el[v] = xsimd::bitwise_cast<V>(we << 16);
-        oh[v] = xsimd::bitwise_cast<V>(wo & hi_mask), ol[v] = xsimd::bitwise_cast<V>(wo << 16);
-      }
-#pragma GCC unroll 8
+    for (; j < nr; ++j) hi[j] = high_of(in[j]), lo[j] = low_of(in[j]);
+  }
+}
+
+// c (an MR×NR tile, row stride ldc) = the canonical product over `blocks` blocks, added to c.
+// a: MR rows in chain order, row stride `as` floats; b: the panel in chain order, per block 32
+// rows of NR floats. Per block the even chain's 16 steps, then the odd chain's, each from +0,
+// then c = c + (E + O). Must run under FlushDenormals (inputs read as zero, results flushed).
+template <int MR, int NV>
+inline void chain_tile_emulated(float* c, size_t ldc, const float* a, size_t as, const float* b,
+                                int blocks) {
+  using V = Batch<float>;
+  constexpr int W = int(V::size), NR = NV * W, H = kChainSteps / 2;
+  for (int blk = 0; blk < blocks; ++blk) {
+    const float* ab = a + size_t(blk) * kChainSteps;
+    const float* bb = b + size_t(blk) * kChainSteps * NR;
+    alignas(64) float even[MR][NR];  // E, while the O chains run (registers hold one set)
+    V acc[MR][NV];
+    for (int half = 0; half < 2; ++half) {
       for (int i = 0; i < MR; ++i) {
-        const uint32_t ae = ab[i * as + r], ao = ab[i * as + r + 8];
-        const V aeh(high_of(ae)), ael(low_of(ae)), aoh(high_of(ao)), aol(low_of(ao));
+        for (int v = 0; v < NV; ++v) acc[i][v] = V(0.0f);
+      }
+      for (int s = half * H; s < half * H + H; ++s) {
+        V bv[NV];
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) {
-          e[i][v] = simd::fma(aeh, eh[v], e[i][v]);
-          o[i][v] = simd::fma(aoh, oh[v], o[i][v]);
-          e[i][v] = simd::fma(ael, el[v], e[i][v]);
-          o[i][v] = simd::fma(aol, ol[v], o[i][v]);
+          bv[v] = V::load_aligned(bb + s * NR + v * W);
+          microkernel::in_register(bv[v]);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) {
+          const V av(ab[i * as + s]);
+#pragma GCC unroll 4
+          for (int v = 0; v < NV; ++v) acc[i][v] = simd::fma(av, bv[v], acc[i][v]);
+        }
+      }
+      if (half == 0) {
+        for (int i = 0; i < MR; ++i) {
+          for (int v = 0; v < NV; ++v) acc[i][v].store_aligned(&even[i][v * W]);
         }
       }
     }
     for (int i = 0; i < MR; ++i) {
       for (int v = 0; v < NV; ++v) {
         const V cv = V::load_unaligned(c + i * ldc + v * W);
-        (cv + (e[i][v] + o[i][v])).store_unaligned(c + i * ldc + v * W);
+        const V e = V::load_aligned(&even[i][v * W]);
+        (cv + (e + acc[i][v])).store_unaligned(c + i * ldc + v * W);
       }
     }
   }

@@ -1,5 +1,6 @@
 // The vector pieces of the bf16 pair packing (ops/matmul_bf16.cpp: pair_run, pair_across and the
-// packers that call them), for AVX-512BW: every build that has the VDPBF16PS tile has it. The
+// packers that call them), for AVX-512BW (every build that has the VDPBF16PS tile has it) and
+// AVX2 (the x86-64-v3 build, whose emulated path reads the same packing). The
 // packers' scalar loops define the layout and pack whatever these do not cover (partial blocks of
 // K, partial groups of 16 rows or columns) and everything on the other ISAs; these pieces write
 // the same words, 16 at a time, so the packed operands and the products keep their bits.
@@ -13,8 +14,10 @@
 
 #include "simd/bf16.h"
 
-#if defined(__AVX512BW__)
+#if defined(__AVX512BW__) || defined(__AVX2__)
 #include <immintrin.h>
+
+#include "simd/microkernel.h"
 #endif
 
 namespace reftrain::simd::bf16dot {
@@ -27,6 +30,8 @@ namespace reftrain::simd::bf16dot {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
+
+constexpr int kPackCols = 16;  // columns of a B panel one pair_runs call packs
 
 // The 16 words of one block of 32 consecutive bf16 x[0..32), as one vector (word w in lane w):
 // a permutation of the block's 16-bit halves, lane 2w taking word w's low half, 2w + 1 its high.
@@ -84,7 +89,7 @@ inline int pair_run_blocks(uint32_t* w, const bf16* x, int blocks) {
 // Full blocks [0, blocks) of 16 runs (columns of a B panel: column c at x + c·ld), word r of
 // block blk of column c at panel[(blk·16 + r)·NR + c]: per block, each column's words, then a
 // transpose so that each word row is one store. Returns the blocks packed.
-inline int pair_runs16(uint32_t* panel, size_t NR, const bf16* x, size_t ld, int blocks) {
+inline int pair_runs(uint32_t* panel, size_t NR, const bf16* x, size_t ld, int blocks) {
   for (int blk = 0; blk < blocks; ++blk) {
     __m512i v[16];
     for (int c = 0; c < 16; ++c) v[c] = pair_words(x + size_t(c) * ld + size_t(blk) * 32);
@@ -116,12 +121,100 @@ inline bool across_block16(uint32_t* rows, size_t stride, const bf16* src, size_
   return true;
 }
 #pragma GCC diagnostic pop
+#elif defined(__AVX2__)
+// AVX2 (the x86-64-v3 build): 8 words at a time. A block's 16 words come from two in-lane byte
+// shuffles (each 8-byte group x[4r..4r+4) becomes its even word and its odd word), a dword
+// permute per half and a swap of halves; where words land in 8 rows or columns, the 8×8
+// transposes of simd/microkernel_x86.h.
+constexpr int kPackCols = 8;
+
+// The even words (0..7) and the odd words (8..15) of one block of 32 consecutive bf16.
+inline void pair_words(const bf16* x, __m256i& even, __m256i& odd) {
+  const __m256i shuf = _mm256_setr_epi8(4, 5, 0, 1, 6, 7, 2, 3, 12, 13, 8, 9, 14, 15, 10, 11, 4, 5,
+                                        0, 1, 6, 7, 2, 3, 12, 13, 8, 9, 14, 15, 10, 11);
+  const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i* p = reinterpret_cast<const __m256i*>(x);
+  // [e0 e1 e2 e3 | o0 o1 o2 o3] and [e4 .. e7 | o4 .. o7]
+  const __m256i y0 =
+      _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(_mm256_loadu_si256(p), shuf), perm);
+  const __m256i y1 =
+      _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(_mm256_loadu_si256(p + 1), shuf), perm);
+  even = _mm256_permute2x128_si256(y0, y1, 0x20);
+  odd = _mm256_permute2x128_si256(y0, y1, 0x31);
+}
+
+inline __m256i across_words(const bf16* hi, const bf16* lo) {
+  const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi)));
+  const __m256i l = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(lo)));
+  return _mm256_or_si256(_mm256_slli_epi32(h, 16), l);
+}
+
+// r[k] = column k of the 8×8 matrix of 32-bit words whose rows are r[0..7].
+inline void transpose8(__m256i r[8]) {
+  __m256 f[8];
+  for (int k = 0; k < 8; ++k) f[k] = _mm256_castsi256_ps(r[k]);
+  microkernel::transpose8(f);
+  for (int k = 0; k < 8; ++k) r[k] = _mm256_castps_si256(f[k]);
+}
+
+inline void store8(uint32_t* w, __m256i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w), v);
+}
+
+inline int pair_run_blocks(uint32_t* w, const bf16* x, int blocks) {
+  for (int blk = 0; blk < blocks; ++blk) {
+    __m256i even, odd;
+    pair_words(x + size_t(blk) * 32, even, odd);
+    store8(w + size_t(blk) * 16, even);
+    store8(w + size_t(blk) * 16 + 8, odd);
+  }
+  return blocks;
+}
+
+// As the AVX-512 version, for kPackCols = 8 columns.
+inline int pair_runs(uint32_t* panel, size_t NR, const bf16* x, size_t ld, int blocks) {
+  for (int blk = 0; blk < blocks; ++blk) {
+    __m256i even[8], odd[8];
+    for (int c = 0; c < 8; ++c) pair_words(x + size_t(c) * ld + size_t(blk) * 32, even[c], odd[c]);
+    transpose8(even);
+    transpose8(odd);
+    uint32_t* rows = panel + size_t(blk) * 16 * NR;
+    for (int r = 0; r < 8; ++r) store8(rows + size_t(r) * NR, even[r]);
+    for (int r = 0; r < 8; ++r) store8(rows + size_t(r + 8) * NR, odd[r]);
+  }
+  return blocks;
+}
+
+inline int across_run(uint32_t* w, const bf16* hi, const bf16* lo, int n) {
+  int x = 0;
+  for (; x + 8 <= n; x += 8) store8(w + x, across_words(hi + x, lo + x));
+  return x;
+}
+
+// As the AVX-512 version (16 rows), as two halves of 8 rows.
+inline bool across_block16(uint32_t* rows, size_t stride, const bf16* src, size_t ld, int k0) {
+  for (int x0 = 0; x0 < 16; x0 += 8) {
+    __m256i v[16];
+    for (int r = 0; r < 16; ++r) {
+      const int k = k0 + (r < 8 ? 4 * r : 4 * (r - 8) + 1);
+      v[r] = across_words(src + size_t(k) * ld + x0, src + size_t(k + 2) * ld + x0);
+    }
+    transpose8(v);      // v[x]: words 0..7 of row x0 + x
+    transpose8(v + 8);  // v[8 + x]: words 8..15
+    for (int x = 0; x < 8; ++x) {
+      store8(rows + size_t(x0 + x) * stride, v[x]);
+      store8(rows + size_t(x0 + x) * stride + 8, v[8 + x]);
+    }
+  }
+  return true;
+}
 #else
-// Without AVX-512BW the packers' scalar loops pack everything.
+// Elsewhere the packers' scalar loops pack everything.
+constexpr int kPackCols = 16;
 inline int pair_run_blocks(uint32_t*, const bf16*, int) {
   return 0;
 }
-inline int pair_runs16(uint32_t*, size_t, const bf16*, size_t, int) {
+inline int pair_runs(uint32_t*, size_t, const bf16*, size_t, int) {
   return 0;
 }
 inline int across_run(uint32_t*, const bf16*, const bf16*, int) {

@@ -17,3 +17,11 @@
 #include "avx2/ops/loss.h"
 #include "avx2/ops/norm.h"
 #undef reftrain
+
+// The x86-64-v3 build's bf16 product on its emulated path (tests/common/bf16_avx2_product.cpp), in
+// plain types: A and B as bf16 bit patterns, ta/tb/causal as the enums' values (ops/matmul_bf16.h).
+namespace reftrain_avx2 {
+void bf16_emulated_product(int M, int N, int K, const uint16_t* a, int ta, size_t lda,
+                           const uint16_t* b, int tb, size_t ldb, float* c, size_t ldc,
+                           bool accumulate, const float* bias, int causal, int threads);
+}
