@@ -43,6 +43,10 @@ size_t Matmul::workspace_bytes(MatmulKind kind, int threads, size_t widen_elems)
   return 0;
 }
 
+size_t Matmul::eigen_packing_bytes(int K) {
+  return matmul_detail::eigen_packing_bytes(K);
+}
+
 Matmul::Matmul(MatmulKind kind, int threads, size_t widen_elems)
     : kind_(kind),
       threads_(threads > 0 ? threads : omp_get_max_threads()),

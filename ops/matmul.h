@@ -32,7 +32,6 @@ namespace reftrain {
 
 enum class MatmulKind { kNaive, kTiled, kBlocked, kEigen };
 
-
 enum class Trans { kNo, kYes };
 
 // One product. A(i,p) = a[i·lda + p] (kNo) or a[p·lda + i] (kYes); B(p,j) = b[p·ldb + j] (kNo)
@@ -68,6 +67,10 @@ class Matmul {
   int threads() const { return threads_; }
   // Bytes such a Matmul allocates (what estimate_memory counts).
   static size_t workspace_bytes(MatmulKind kind, int threads, size_t widen_elems);
+  // Bytes Eigen itself allocates, on each thread and for the length of one product, to pack an
+  // eigen product of depth K (estimate_memory counts them too). Eigen sizes its blocks from this
+  // machine's cache sizes, so the figure is the machine's.
+  static size_t eigen_packing_bytes(int K);
 
   // Instantiated for <float, float>, <float, f16> and <double, double>.
   template <typename T, typename BT>

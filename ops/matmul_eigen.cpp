@@ -6,8 +6,8 @@
 // any thread count, and each chunk is one single-threaded Eigen product: the same sums in the
 // same order whoever computes it. Eigen sums each K block from zero and then adds it to C, so
 // its results differ from the other variants' single FMA chain within rounding (tests hold
-// them to a tolerance). Eigen allocates its packing buffers per product: the one variant that
-// allocates inside a step.
+// them to a tolerance). Eigen allocates its packing buffers per product, the one variant that
+// allocates inside a step; estimate_memory counts them (eigen_packing_bytes).
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -102,6 +102,15 @@ void gemm_eigen(const Gemm<T, BT>& g, float* widen, int threads) {
                  g.tb, size_t(ncols), g.c, g.ldc, g.accumulate, g.bias};
     gemm_eigen_same(w, threads);
   }
+}
+
+size_t eigen_packing_bytes(int K) {
+  // The blocking Eigen's product builds for a full chunk of a row-major C (gemm_blocking_space
+  // is what GeneralMatrixMatrix.h constructs; it allocates nothing until the product packs).
+  const Eigen::internal::gemm_blocking_space<Eigen::RowMajor, float, float, Eigen::Dynamic,
+                                             Eigen::Dynamic, Eigen::Dynamic>
+      blocking(kChunkRows, kChunkCols, K, 1, true);
+  return size_t(blocking.mc() * blocking.kc() + blocking.kc() * blocking.nc()) * sizeof(float);
 }
 
 template void gemm_eigen<float, float>(const Gemm<float, float>&, float*, int);

@@ -25,5 +25,7 @@ void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* wor
 // eigen: ops/matmul_eigen.cpp. `widen` holds K·N floats when BT is f16 (unused otherwise).
 template <typename T, typename BT>
 void gemm_eigen(const Gemm<T, BT>& g, float* widen, int threads);
+// Bytes Eigen allocates to pack one chunk of an f32 eigen product of depth K.
+size_t eigen_packing_bytes(int K);
 
 }  // namespace reftrain::matmul_detail

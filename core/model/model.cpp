@@ -291,9 +291,20 @@ size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, in
   return halves * sizeof(bf16) + threads * TT * sizeof(float);
 }
 
-size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul) {
-  return Matmul::workspace_bytes(matmul, omp_get_max_threads(),
-                                 widen_elems(param_layout(cfg), precision, matmul));
+size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul,
+                              int rows) {
+  const ParamLayout layout = param_layout(cfg);
+  const int threads = omp_get_max_threads();
+  size_t bytes = Matmul::workspace_bytes(matmul, threads, widen_elems(layout, precision, matmul));
+  if (matmul != MatmulKind::kEigen) return bytes;
+  // A linear's products have depth K (forward), O (input gradient) and rows (weight gradient);
+  // every thread may hold Eigen's packing for the deepest at once.
+  size_t packing = Matmul::eigen_packing_bytes(rows);
+  for (const ParamTensor& t : layout.tensors()) {
+    if (t.shape.size() != 2) continue;
+    for (const int depth : t.shape) packing = std::max(packing, Matmul::eigen_packing_bytes(depth));
+  }
+  return bytes + size_t(threads) * packing;
 }
 
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelOptions& options) {

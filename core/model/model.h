@@ -233,9 +233,10 @@ size_t activation_floats(const ModelConfig& cfg, int B, int T,
 // Bytes of the bf16 operand copies (and the attention's scratch) a model of `cfg` allocates at
 // (B, T) in bf16 precision, besides its bf16 mirror (0 in the other precisions).
 size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, int T);
-// Bytes of the matmul workspace a model of `cfg` allocates (per thread, for the current
-// omp_get_max_threads()).
-size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul);
+// Bytes of the matmul workspace a model of `cfg` allocates for products of `rows` rows (B·T),
+// per thread for the current omp_get_max_threads(); for eigen, with what Eigen allocates.
+size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul,
+                              int rows);
 // A model of cfg.arch's family, sized and configured by `options`.
 std::unique_ptr<Model> make_model(const ModelConfig& cfg, const ModelOptions& options);
 

@@ -55,7 +55,7 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, i
   return {layout.num_params(), 2 * layout.total() * sizeof(float) + grad_sum + state + mirror,
           state,
           activation_floats(model, t.batch, t.seq, t.attention) * sizeof(float) +
-              matmul_workspace_bytes(model, t.precision, t.matmul) + bf16};
+              matmul_workspace_bytes(model, t.precision, t.matmul, t.batch * t.seq) + bf16};
 }
 
 void check_memory(const MemoryEstimate& need, const MemoryLimit& limit, const std::string& fix) {
