@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "simd/parallel.h"
+
 namespace reftrain {
 
 // Elements per OpenMP block: 16 KiB of f32, a multiple of every ISA's lane count.
@@ -27,8 +29,7 @@ void cast_elements(To* dst, const From* src, size_t n, One one) {
 template <size_t L, typename To, typename From, typename Lanes>
 void cast_lanes(To* dst, const From* src, size_t n, Lanes lanes) {
   const size_t nblocks = (n + kCastBlock - 1) / kCastBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
+  simd::parallel_shares(nblocks, [&](size_t blk) {
     const size_t end = blk * kCastBlock + kCastBlock < n ? blk * kCastBlock + kCastBlock : n;
     size_t i = blk * kCastBlock;
     for (; i + L <= end; i += L) lanes(dst + i, src + i);
@@ -39,7 +40,7 @@ void cast_lanes(To* dst, const From* src, size_t n, Lanes lanes) {
       lanes(out, in);
       std::memcpy(dst + i, out, (end - i) * sizeof(To));
     }
-  }
+  });
 }
 
 }  // namespace reftrain

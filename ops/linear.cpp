@@ -5,6 +5,7 @@
 
 #include "ops/cast.h"
 #include "ops/kernel_record.h"
+#include "simd/parallel.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -49,8 +50,8 @@ void bias_backward(T* db, const T* dout, int N, int O) {
   // is the same whichever task runs it.
   constexpr int L = int(B::size), kCols = L;
   const int blocks = (O + kCols - 1) / kCols;
-#pragma omp parallel for schedule(static)
-  for (int blk = 0; blk < blocks; ++blk) {
+  simd::parallel_shares(size_t(blocks), [&](size_t item) {
+    const int blk = int(item);
     const int o0 = blk * kCols, o1 = std::min(O, o0 + kCols);
     int o = o0;
     for (; o + L <= o1; o += L) {
@@ -63,7 +64,7 @@ void bias_backward(T* db, const T* dout, int N, int O) {
       for (int r = 0; r < N; ++r) s += dout[size_t(r) * O + o];
       db[o] = s;
     }
-  }
+  });
 }
 
 template void linear_forward<float, float>(const Matmul&, float*, const float*, const float*,

@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "ops/kernel_record.h"
+#include "simd/parallel.h"
 #include "simd/reduce.h"
 
 namespace reftrain {
@@ -86,11 +87,11 @@ float crossentropy_row_fast(float* dx, const float* x, int target, int V, int Vp
 void crossentropy_forward_backward_fast(float* losses, float* dlogits, const float* logits,
                                         const int32_t* targets, int N, int V, int Vp, float dloss,
                                         float z) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  simd::parallel_shares(size_t(N), [&](size_t item) {
+    const int i = int(item);
     float* dx = dlogits ? dlogits + size_t(i) * Vp : nullptr;
     losses[i] = crossentropy_row_fast(dx, logits + size_t(i) * Vp, targets[i], V, Vp, dloss, z);
-  }
+  });
 }
 
 template void crossentropy_forward_backward<float>(float*, float*, const float*, const int32_t*,

@@ -145,8 +145,8 @@ using simd::Wide;
 void norm_param_grads(float* dw, float* db, const float* dout, const float* x, const float* mean,
                       const float* rstd, int N, int C) {
   const int nblocks = (C + int(simd::kWidth) - 1) / int(simd::kWidth);
-#pragma omp parallel for schedule(static)
-  for (int cb = 0; cb < nblocks; ++cb) {
+  simd::parallel_shares(size_t(nblocks), [&](size_t item) {
+    const int cb = int(item);
     const size_t c0 = size_t(cb) * simd::kWidth;
     const size_t c1 = std::min(c0 + simd::kWidth, size_t(C));
     simd::for_each16(c0, c1, [&](auto lanes, size_t c) {
@@ -163,15 +163,15 @@ void norm_param_grads(float* dw, float* db, const float* dout, const float* x, c
       simd::store(dw + c, sw + pw);
       if (db) simd::store(db + c, sb + pb);
     });
-  }
+  });
 }
 
 }  // namespace
 
 void layernorm_forward_fast(float* out, float* mean, float* rstd, const float* x, const float* w,
                             const float* b, int N, int C) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  simd::parallel_shares(size_t(N), [&](size_t item) {
+    const int i = int(item);
     const float* xi = x + size_t(i) * C;
     const float m =
         simd::sum16(C, [&](auto acc, size_t c) { return acc + load<decltype(acc)>(xi + c); }) /
@@ -190,13 +190,13 @@ void layernorm_forward_fast(float* out, float* mean, float* rstd, const float* x
     });
     mean[i] = m;
     rstd[i] = s;
-  }
+  });
 }
 
 void layernorm_backward_fast(float* dx, float* dw, float* db, const float* dout, const float* x,
                              const float* w, const float* mean, const float* rstd, int N, int C) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  simd::parallel_shares(size_t(N), [&](size_t item) {
+    const int i = int(item);
     const float* xi = x + size_t(i) * C;
     const float* gi = dout + size_t(i) * C;
     const float m = mean[i], s = rstd[i];
@@ -217,13 +217,13 @@ void layernorm_backward_fast(float* dx, float* dw, float* db, const float* dout,
       const V centred = simd::fma(-n, V(dn_n_mean), dn - V(dn_mean));  // dn - mean(dn) - n·…
       simd::store(dxi + c, simd::fma(centred, V(s), load<V>(dxi + c)));
     });
-  }
+  });
   norm_param_grads(dw, db, dout, x, mean, rstd, N, C);
 }
 
 void rmsnorm_forward_fast(float* out, float* rstd, const float* x, const float* w, int N, int C) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  simd::parallel_shares(size_t(N), [&](size_t item) {
+    const int i = int(item);
     const float* xi = x + size_t(i) * C;
     const float sq = simd::sum16(C, [&](auto acc, size_t c) {
       const auto xc = load<decltype(acc)>(xi + c);
@@ -236,13 +236,13 @@ void rmsnorm_forward_fast(float* out, float* rstd, const float* x, const float* 
       simd::store(oi + c, load<V>(xi + c) * V(s) * load<V>(w + c));
     });
     rstd[i] = s;
-  }
+  });
 }
 
 void rmsnorm_backward_fast(float* dx, float* dw, const float* dout, const float* x, const float* w,
                            const float* rstd, int N, int C) {
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
+  simd::parallel_shares(size_t(N), [&](size_t item) {
+    const int i = int(item);
     const float* xi = x + size_t(i) * C;
     const float* gi = dout + size_t(i) * C;
     const float s = rstd[i];
@@ -261,7 +261,7 @@ void rmsnorm_backward_fast(float* dx, float* dw, const float* dout, const float*
       const V centred = simd::fma(-n, V(dn_n_mean), dn);
       simd::store(dxi + c, simd::fma(centred, V(s), load<V>(dxi + c)));
     });
-  }
+  });
   norm_param_grads(dw, nullptr, dout, x, nullptr, rstd, N, C);
 }
 

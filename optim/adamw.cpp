@@ -8,6 +8,7 @@
 
 #include "optim/adamw_core.h"
 #include "optim/kernel_table.h"
+#include "simd/parallel.h"
 #include "simd/simd.h"
 
 namespace reftrain {
@@ -78,15 +79,15 @@ double chunk_norm_sq(const float* g, size_t begin, size_t end) {
 // ----------------------------------------------------------------------------------------------
 // AdamW
 
-// The xsimd kernel, without a mirror (M = NoMirror) or with the fused f16 or bf16 one. OpenMP
-// takes fixed blocks of kBlock elements, so the split does not depend on the thread count.
+// The xsimd kernel, without a mirror (M = NoMirror) or with the fused f16 or bf16 one. The
+// threads share fixed blocks of kBlock elements (simd::parallel_shares), so no element's update
+// depends on the thread count.
 template <typename M>
 void adamw_simd(float* w, float* g, float* m, float* v, M* w16, size_t n, const Coeffs& c) {
   const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
+  simd::parallel_shares(nblocks, [&](size_t blk) {
     adamw_range<M>(w, g, m, v, w16, blk * kBlock, std::min(n, blk * kBlock + kBlock), c);
-  }
+  });
 }
 
 // The reference with a fused mirror of element type M (f16 or bf16): each element's update, then

@@ -12,6 +12,7 @@
 #include <cstddef>
 
 #include "simd/math.h"
+#include "simd/parallel.h"
 #include "simd/simd.h"
 
 namespace reftrain::simd {
@@ -124,17 +125,15 @@ void for_each16(size_t begin, size_t end, Body&& body) {
 }
 
 // for_each16 over [0, n), split between OpenMP threads in fixed blocks of kBlock elements (a
-// multiple of 16). For elementwise bodies only: each element's result is then the same for any
-// thread count.
+// multiple of 16) by parallel_shares (simd/parallel.h). For elementwise bodies only: each
+// element's result is then the same for any thread count.
 template <typename Body>
 void parallel_for_each16(size_t n, Body&& body) {
   constexpr size_t kBlock = 4096;
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static)
-  for (size_t blk = 0; blk < nblocks; ++blk) {
+  parallel_shares((n + kBlock - 1) / kBlock, [&](size_t blk) {
     const size_t begin = blk * kBlock;
     for_each16(begin, begin + kBlock < n ? begin + kBlock : n, body);
-  }
+  });
 }
 
 }  // namespace reftrain::simd
