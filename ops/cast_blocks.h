@@ -28,10 +28,8 @@ void cast_elements(To* dst, const From* src, size_t n, One one) {
 // elements go through the same lanes on a zero-padded copy.
 template <size_t L, typename To, typename From, typename Lanes>
 void cast_lanes(To* dst, const From* src, size_t n, Lanes lanes) {
-  const size_t nblocks = (n + kCastBlock - 1) / kCastBlock;
-  simd::parallel_shares(nblocks, [&](size_t blk) {
-    const size_t end = blk * kCastBlock + kCastBlock < n ? blk * kCastBlock + kCastBlock : n;
-    size_t i = blk * kCastBlock;
+  simd::parallel_blocks(n, kCastBlock, [&](size_t begin, size_t end) {
+    size_t i = begin;
     for (; i + L <= end; i += L) lanes(dst + i, src + i);
     if (i < end) {
       From in[L] = {};

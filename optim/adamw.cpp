@@ -80,14 +80,12 @@ double chunk_norm_sq(const float* g, size_t begin, size_t end) {
 // AdamW
 
 // The xsimd kernel, without a mirror (M = NoMirror) or with the fused f16 or bf16 one. The
-// threads share fixed blocks of kBlock elements (simd::parallel_shares), so no element's update
+// threads share fixed blocks of kBlock elements (simd::parallel_blocks), so no element's update
 // depends on the thread count.
 template <typename M>
 void adamw_simd(float* w, float* g, float* m, float* v, M* w16, size_t n, const Coeffs& c) {
-  const size_t nblocks = (n + kBlock - 1) / kBlock;
-  simd::parallel_shares(nblocks, [&](size_t blk) {
-    adamw_range<M>(w, g, m, v, w16, blk * kBlock, std::min(n, blk * kBlock + kBlock), c);
-  });
+  simd::parallel_blocks(
+      n, kBlock, [&](size_t begin, size_t end) { adamw_range<M>(w, g, m, v, w16, begin, end, c); });
 }
 
 // The reference with a fused mirror of element type M (f16 or bf16): each element's update, then

@@ -82,4 +82,17 @@ void parallel_shares(size_t items, Body&& body, int threads = 0) {
   }
 }
 
+// body(begin, end) once for every block [b·block, min(n, (b + 1)·block)) of [0, n), the blocks
+// split by parallel_shares. The blocks are fixed by n and block alone, so a body whose result
+// depends only on its own block's elements gives the same bits at any thread count.
+template <typename Body>
+void parallel_blocks(size_t n, size_t block, Body&& body, int threads = 0) {
+  parallel_shares((n + block - 1) / block,
+                  [&](size_t b) {
+                    const size_t begin = b * block;
+                    body(begin, std::min(n, begin + block));
+                  },
+                  threads);
+}
+
 }  // namespace reftrain::simd

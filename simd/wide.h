@@ -125,15 +125,12 @@ void for_each16(size_t begin, size_t end, Body&& body) {
 }
 
 // for_each16 over [0, n), split between OpenMP threads in fixed blocks of kBlock elements (a
-// multiple of 16) by parallel_shares (simd/parallel.h). For elementwise bodies only: each
+// multiple of 16) by parallel_blocks (simd/parallel.h). For elementwise bodies only: each
 // element's result is then the same for any thread count.
 template <typename Body>
 void parallel_for_each16(size_t n, Body&& body) {
   constexpr size_t kBlock = 4096;
-  parallel_shares((n + kBlock - 1) / kBlock, [&](size_t blk) {
-    const size_t begin = blk * kBlock;
-    for_each16(begin, begin + kBlock < n ? begin + kBlock : n, body);
-  });
+  parallel_blocks(n, kBlock, [&](size_t begin, size_t end) { for_each16(begin, end, body); });
 }
 
 }  // namespace reftrain::simd

@@ -161,15 +161,14 @@ void Model::residual_bwd(float* da, float* db, const float* dout, size_t n) cons
          [&] { kt_.residual_backward(da, db, dout, n); });
 }
 
-// Every thread clears its share of 64 KiB blocks (simd::parallel_shares): a backward step clears
+// Every thread clears its share of 64 KiB blocks (simd::parallel_blocks): a backward step clears
 // 18 [B·T, C] buffers per gpt2 layer (340 MB for baby at B8), which one thread writing them took
 // 12-15 % of a 16-thread step (bench/RESULTS.md, issue 17). Zeros are zeros whoever writes them.
 void Model::zero(float* p, size_t n) const {
   ProfileScope timer(profile_, "zero (backward scratch)");
   constexpr size_t kBlock = 16384;
-  simd::parallel_shares((n + kBlock - 1) / kBlock, [&](size_t b) {
-    std::fill(p + b * kBlock, p + std::min(n, (b + 1) * kBlock), 0.0f);
-  });
+  simd::parallel_blocks(n, kBlock,
+                        [&](size_t begin, size_t end) { std::fill(p + begin, p + end, 0.0f); });
 }
 
 std::string Model::product_name(const KernelProfile* profile, const char* kernel, int N, int K,

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -65,27 +66,33 @@ TEST(SimdParallel, EachThreadRunsItsShareFromTheFront) {
 }
 
 // Thread 0 stalls on its first item until the other thread has run everything else: the other
-// thread must then have taken the rest of thread 0's share. Under schedule(static) this waits
-// forever (the test gives up after 5 s and fails).
+// thread must then have taken the rest of thread 0's share. Thread 1 holds its own first item
+// until thread 0 has taken item 0 (otherwise, when thread 0 starts late, thread 1 may take its
+// whole share, item 0 included, before it runs anything). Under schedule(static) thread 0's
+// stall waits forever (the test gives up after 5 s and fails).
 TEST(SimdParallel, ASlowThreadsLeftoversGoToTheOthers) {
   constexpr size_t kItems = 64;
   Log log(kItems);
   std::atomic<size_t> done_by_others{0};
+  std::atomic<bool> thread0_started{false};
   bool waited_out = false;
+  const auto wait_until = [](const auto& ready) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!ready() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    return ready();
+  };
   simd::parallel_shares(
       kItems,
       [&](size_t i) {
         if (omp_get_thread_num() != 0) {
+          if (log.order[1].empty()) wait_until([&] { return thread0_started.load(); });
           log.record(i);
           done_by_others.fetch_add(1);
           return;
         }
         if (log.order[0].empty()) {  // thread 0's first item: the stall
-          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-          while (done_by_others.load() < kItems - 1 && std::chrono::steady_clock::now() < give_up) {
-            std::this_thread::yield();
-          }
-          waited_out = done_by_others.load() < kItems - 1;
+          thread0_started = true;
+          waited_out = !wait_until([&] { return done_by_others.load() == kItems - 1; });
         }
         log.record(i);
       },
@@ -94,6 +101,30 @@ TEST(SimdParallel, ASlowThreadsLeftoversGoToTheOthers) {
   EXPECT_EQ(log.order[0], std::vector<size_t>{0});  // its front item only
   for (size_t i = 1; i < kItems; ++i) EXPECT_EQ(log.thread[i], 1) << "item " << i;
   for (size_t i = 0; i < kItems; ++i) EXPECT_EQ(log.runs[i].load(), 1);
+}
+
+// parallel_blocks hands out the fixed blocks [b·block, min(n, (b + 1)·block)): each once, the
+// same blocks for any thread count, the last one short.
+TEST(SimdParallel, BlocksAreFixedByLengthAndBlockSize) {
+  for (const size_t n : {0, 1, 15, 16, 17, 4097}) {
+    for (const int threads : {1, 2, 3}) {
+      SCOPED_TRACE(std::to_string(n) + " elements, " + std::to_string(threads) + " threads");
+      constexpr size_t kBlock = 16;
+      std::vector<std::atomic<int>> seen(n);
+      std::atomic<size_t> blocks{0};
+      simd::parallel_blocks(
+          n, kBlock,
+          [&](size_t begin, size_t end) {
+            EXPECT_EQ(begin % kBlock, 0u);
+            EXPECT_EQ(end, std::min(n, begin + kBlock));
+            for (size_t i = begin; i < end; ++i) seen[i].fetch_add(1);
+            blocks.fetch_add(1);
+          },
+          threads);
+      EXPECT_EQ(blocks.load(), (n + kBlock - 1) / kBlock);
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(seen[i].load(), 1) << "element " << i;
+    }
+  }
 }
 
 // Inside a parallel region (a kernel called by a thread of another team) the items run on the
