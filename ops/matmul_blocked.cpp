@@ -212,7 +212,7 @@ struct Range {
 // it computes. The kernel loads its tile of C before its first FMA (every chain starts from C),
 // and after an earlier K block the tile has left the L2 (a column block of C is larger than it),
 // so those loads stalled on memory: baby's products (M = 2048) ran 5-15 % faster with this on
-// the dev machine and about 7 % on the Xeon (bench/RESULTS.md, issue 32). A hint: no bit moves.
+// the dev machine and 7 % on the Xeon (bench/RESULTS.md, issue 32). A hint: no bit moves.
 template <typename T>
 void prefetch_c(const T* c, size_t ldc, int rows, int cols) {
   constexpr int kLine = 64 / int(sizeof(T));
