@@ -96,6 +96,21 @@ void widen_copy(T* dst, const BT* src, int n) {
   }
 }
 
+// dst[0..N) = src[0..N) for a compile-time N: one micro-panel row of an untransposed op(B). With
+// the size known, the copy is a few vector moves; the runtime-sized widen_copy is a call to
+// memcpy per row, which cost about 8 % of a product with few rows (gpt2's M = 256 backward-data
+// products on the AVX2 path, bench/RESULTS.md issue 32).
+template <int N, typename T, typename BT>
+void widen_copy_row(T* dst, const BT* src) {
+  if constexpr (std::is_same_v<T, BT>) {
+    std::memcpy(dst, src, sizeof(T) * N);
+  } else {
+    constexpr int L = int(simd::kF16Lanes);
+    static_assert(N % L == 0, "a micro-panel row is whole f16 vectors");
+    for (int i = 0; i < N; i += L) simd::store_f32_lanes(dst + i, simd::widen_f16_lanes(src + i));
+  }
+}
+
 // One micro-panel of a transposed op(B) (the weight [N,K] read as K×N):
 // panel[p·NR + jj] = b[(jb + jj)·ldb + p0 + p] for p < kc, jj < w. The ISA's register transposes
 // fill what they can (simd/microkernel.h); the rest element by element.
@@ -120,7 +135,14 @@ void pack_b(T* bp, const Gemm<T, BT>& g, int p0, int kc, int j0, int nc) {
     T* panel = bp + size_t(q) * kc * NR;
     const int jb = j0 + q * NR, w = std::min(NR, nc - q * NR);
     if (g.tb == Trans::kNo) {
-      for (int p = 0; p < kc; ++p) widen_copy(panel + p * NR, g.b + size_t(p0 + p) * g.ldb + jb, w);
+      const BT* src = g.b + size_t(p0) * g.ldb + jb;
+      for (int p = 0; p < kc; ++p, src += g.ldb) {
+        if (w == NR) {
+          widen_copy_row<NR>(panel + p * NR, src);
+        } else {
+          widen_copy(panel + p * NR, src, w);
+        }
+      }
     } else {
       pack_b_transposed(panel, g, p0, kc, jb, w);
     }
