@@ -96,18 +96,16 @@ void widen_copy(T* dst, const BT* src, int n) {
   }
 }
 
-// dst[0..N) = src[0..N) for a compile-time N: one micro-panel row of an untransposed op(B). With
-// the size known, the copy is a few vector moves; the runtime-sized widen_copy is a call to
-// memcpy per row, which cost about 8 % of a product with few rows (gpt2's M = 256 backward-data
+// widen_copy of a compile-time N: one micro-panel row of an untransposed op(B). With the size
+// known, the same-type copy is a few vector moves; widen_copy's runtime-sized memcpy is a library
+// call per row, which cost 3-8 % of a product with few rows (gpt2's M = 256 backward-data
 // products on the AVX2 path, bench/RESULTS.md issue 32).
 template <int N, typename T, typename BT>
 void widen_copy_row(T* dst, const BT* src) {
   if constexpr (std::is_same_v<T, BT>) {
     std::memcpy(dst, src, sizeof(T) * N);
   } else {
-    constexpr int L = int(simd::kF16Lanes);
-    static_assert(N % L == 0, "a micro-panel row is whole f16 vectors");
-    for (int i = 0; i < N; i += L) simd::store_f32_lanes(dst + i, simd::widen_f16_lanes(src + i));
+    widen_copy(dst, src, N);
   }
 }
 
