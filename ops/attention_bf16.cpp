@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/kernel_record.h"
+#include "simd/bf16.h"
 #include "simd/math.h"
 #include "simd/reduce.h"
 
@@ -17,9 +18,21 @@ namespace {
 
 using simd::load;
 
-// Row t of the causal softmax of s·scale, in place: the scale and the max in one pass, then
-// exp (simd::exp) and Σ in the 16-lane order of simd/reduce.h, then times 1/Σ; 0 past t.
-void softmax_row(float* p, int t, int Tn, float scale) {
+// bf16(x) into dst, rounded as cast_f32_to_bf16 rounds: one value, or the 16 lanes of a Wide.
+void store_bf16_of(bf16* dst, float x) {
+  *dst = f32_to_bf16(x);
+}
+void store_bf16_of(bf16* dst, const simd::Wide& x) {
+  for (size_t k = 0; k < simd::Wide::kParts; ++k) {
+    simd::store_bf16(dst + k * simd::Wide::Part::size, x.part[k]);
+  }
+}
+
+// Row t of the causal softmax of s·scale, in place, and its bf16 rounding into p16: the scale
+// and the max in one pass, then exp (simd::exp) and Σ in the 16-lane order of simd/reduce.h, then
+// times 1/Σ, rounded in the same pass (the row is still in registers: no second pass over the
+// T×T probabilities); 0 past t.
+void softmax_row(float* p, bf16* p16, int t, int Tn, float scale) {
   const size_t n = size_t(t) + 1;
   const float maxv = simd::max16(n, [&](auto acc, size_t u) {
     using L = decltype(acc);
@@ -36,14 +49,17 @@ void softmax_row(float* p, int t, int Tn, float scale) {
   const float inv = 1.0f / sum;
   simd::for_each16(0, n, [&](auto lanes, size_t u) {
     using L = typename decltype(lanes)::type;
-    simd::store(p + u, load<L>(p + u) * L(inv));
+    const L x = load<L>(p + u) * L(inv);
+    simd::store(p + u, x);
+    store_bf16_of(p16 + u, x);
   });
   std::fill(p + n, p + Tn, 0.0f);
+  std::fill(p16 + n, p16 + Tn, bf16{0});
 }
 
-// Row t of the softmax's gradient, in place over dP: D = Σ_u≤t p·dP (16-lane order), then
-// ds = p·(dP − D)·scale for u ≤ t, 0 past t.
-void softmax_grad_row(float* dr, const float* pr, int t, int Tn, float scale) {
+// Row t of the softmax's gradient, in place over dP, and its bf16 rounding into ds16: D =
+// Σ_u≤t p·dP (16-lane order), then ds = p·(dP − D)·scale for u ≤ t, 0 past t.
+void softmax_grad_row(float* dr, bf16* ds16, const float* pr, int t, int Tn, float scale) {
   const size_t n = size_t(t) + 1;
   const float D = simd::sum16(n, [&](auto acc, size_t u) {
     using L = decltype(acc);
@@ -51,9 +67,12 @@ void softmax_grad_row(float* dr, const float* pr, int t, int Tn, float scale) {
   });
   simd::for_each16(0, n, [&](auto lanes, size_t u) {
     using L = typename decltype(lanes)::type;
-    simd::store(dr + u, load<L>(pr + u) * (load<L>(dr + u) - L(D)) * L(scale));
+    const L ds = load<L>(pr + u) * (load<L>(dr + u) - L(D)) * L(scale);
+    simd::store(dr + u, ds);
+    store_bf16_of(ds16 + u, ds);
   });
   std::fill(dr + n, dr + Tn, 0.0f);
+  std::fill(ds16 + n, ds16 + Tn, bf16{0});
 }
 
 // Whether no element is Inf or NaN (exponent field all ones): the condition under which the
@@ -87,13 +106,12 @@ Masks masks(bool finite) {
 
 void forward_head(MatmulBf16& mm, float* out, float* s, bf16* p16, const bf16* q, int Tn, int C,
                   int hs, Masks m) {
-  const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
+  const size_t C3 = size_t(3) * C;
   const float scale = 1.0f / std::sqrt(float(hs));
   // S[t,u] = Σ_i q[t,i]·k[u,i]: B = Kᵀ, the key rows read transposed; only u ≤ t is read.
   mm.run({Tn, Tn, hs, q, Trans::kNo, C3, q + C, Trans::kYes, C3, s, size_t(Tn), false, nullptr,
           Bf16Causal::kLowerOutput});
-  for (int t = 0; t < Tn; ++t) softmax_row(s + size_t(t) * Tn, t, Tn, scale);
-  cast_f32_to_bf16_fast(p16, s, TT);
+  for (int t = 0; t < Tn; ++t) softmax_row(s + size_t(t) * Tn, p16 + size_t(t) * Tn, t, Tn, scale);
   mm.run({Tn, hs, Tn, p16, Trans::kNo, size_t(Tn), q + 2 * C, Trans::kNo, C3, out, size_t(C), false,
           nullptr, m.lower_a});
 }
@@ -101,15 +119,15 @@ void forward_head(MatmulBf16& mm, float* out, float* s, bf16* p16, const bf16* q
 // The head (b, h) of the backward; dp and ds16 [T,T] are this thread's scratch.
 void backward_head(MatmulBf16& mm, float* dq, float* dp, bf16* ds16, const bf16* dout,
                    const bf16* q, const float* p, const bf16* p16, int Tn, int C, int hs, Masks m) {
-  const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
+  const size_t C3 = size_t(3) * C;
   const float scale = 1.0f / std::sqrt(float(hs));
   // dP[t,u] = Σ_i dout[t,i]·v[u,i]; only u ≤ t is read
   mm.run({Tn, Tn, hs, dout, Trans::kNo, size_t(C), q + 2 * C, Trans::kYes, C3, dp, size_t(Tn),
           false, nullptr, Bf16Causal::kLowerOutput});
   for (int t = 0; t < Tn; ++t) {
-    softmax_grad_row(dp + size_t(t) * Tn, p + size_t(t) * Tn, t, Tn, scale);
+    const size_t row = size_t(t) * Tn;
+    softmax_grad_row(dp + row, ds16 + row, p + row, t, Tn, scale);
   }
-  cast_f32_to_bf16_fast(ds16, dp, TT);
   // dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut
   mm.run({Tn, hs, Tn, ds16, Trans::kNo, size_t(Tn), q + C, Trans::kNo, C3, dq, C3, true, nullptr,
           m.lower_a});
@@ -163,8 +181,7 @@ void attention_decode_bf16(MatmulBf16& mm, float* out, float* p, bf16* p16, cons
     const bf16* k = qkv16 + C + size_t(h) * hs;
     const bf16* q = qkv16 + size_t(pos) * C3 + size_t(h) * hs;
     mm.run({1, n, hs, q, Trans::kNo, C3, k, Trans::kYes, C3, p, size_t(n), false, nullptr});
-    softmax_row(p, pos, n, scale);
-    cast_f32_to_bf16(p16, p, size_t(n));
+    softmax_row(p, p16, pos, n, scale);
     mm.run({1, hs, n, p16, Trans::kNo, size_t(n), k + C, Trans::kNo, C3, out + size_t(h) * hs,
             size_t(C), false, nullptr});
   }
