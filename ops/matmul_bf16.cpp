@@ -313,7 +313,9 @@ void pack_amx_rows(bf16* pa, size_t lda, const GemmBf16& g, int i0) {
     }
     return;
   }
-  for (int k = 0; k < g.K; ++k) {  // 16 rows at a time, so each k reads one run
+  // 16 rows at a time, so each k reads one run; whole blocks of 16 rows by register transposes
+  const int done = rows == 16 ? dot::amx_rows_across(pa + i0 * lda, lda, g.a + i0, g.lda, g.K) : 0;
+  for (int k = done; k < g.K; ++k) {
     const bf16* src = g.a + size_t(k) * g.lda + i0;
     for (int i = 0; i < rows; ++i) pa[(i0 + i) * lda + k] = src[i];
   }
@@ -324,14 +326,17 @@ void pack_amx_rows(bf16* pa, size_t lda, const GemmBf16& g, int i0) {
 void pack_amx_panel(bf16* panel, const GemmBf16& g, int j0, int kb) {
   const int cols = std::max(0, std::min(16, g.N - j0)), pairs = kb * dot::kBlock / 2;
   std::fill(panel, panel + size_t(pairs) * 32, bf16{0});
+  const bf16* b = g.b + (g.tb == Trans::kYes ? size_t(j0) * g.ldb : size_t(j0));
   if (g.tb == Trans::kYes) {  // column j is contiguous along k: each pair is one 32-bit word
+    const int done = cols == 16 ? dot::amx_panel_from_columns(panel, b, g.ldb, g.K) : 0;
     for (int jj = 0; jj < cols; ++jj) {
-      const bf16* col = g.b + size_t(j0 + jj) * g.ldb;
-      for (int k = 0; k < g.K; ++k) panel[(k / 2) * 32 + 2 * jj + (k & 1)] = col[k];
+      const bf16* col = b + size_t(jj) * g.ldb;
+      for (int k = done; k < g.K; ++k) panel[(k / 2) * 32 + 2 * jj + (k & 1)] = col[k];
     }
     return;
   }
-  for (int k = 0; k < g.K; ++k) {  // row k is contiguous along j: interleave rows 2r and 2r + 1
+  const int done = cols == 16 ? dot::amx_panel_from_rows(panel, b, g.ldb, g.K) : 0;
+  for (int k = done; k < g.K; ++k) {  // row k is contiguous along j: interleave rows 2r and 2r + 1
     const bf16* row = g.b + size_t(k) * g.ldb + j0;
     bf16* dst = panel + (k / 2) * 32 + (k & 1);
     for (int jj = 0; jj < cols; ++jj) dst[2 * jj] = row[jj];

@@ -120,6 +120,51 @@ inline bool across_block16(uint32_t* rows, size_t stride, const bf16* src, size_
   for (int x = 0; x < 16; ++x) _mm512_storeu_si512(rows + size_t(x) * stride, v[x]);
   return true;
 }
+// ---- AMX's layouts (simd/dot_bf16.h, amx_block) ----------------------------------------------
+// The AMX packers of ops/matmul_bf16.cpp (pack_amx_rows, pack_amx_panel) define these layouts
+// and pack what these leave (partial groups of 16 rows or columns, the last odd k or partial
+// block); each returns how many k it packed.
+
+// 16 rows of an A read across (row x's element k at src[k·ld + x]) into AMX's row-major A (row
+// x at rows[x·stride]), whole blocks of 32 k: a word pairs k = 2w (low half) with 2w + 1, so a
+// block is 16 words per row, transposed from 16 words per k pair.
+inline int amx_rows_across(bf16* rows, size_t stride, const bf16* src, size_t ld, int K) {
+  int k0 = 0;
+  for (; k0 + 32 <= K; k0 += 32) {
+    __m512i v[16];
+    for (int w = 0; w < 16; ++w) {
+      v[w] = across_words(src + size_t(k0 + 2 * w + 1) * ld, src + size_t(k0 + 2 * w) * ld);
+    }
+    transpose16(v);
+    for (int x = 0; x < 16; ++x) _mm512_storeu_si512(rows + size_t(x) * stride + k0, v[x]);
+  }
+  return k0;
+}
+
+// A 16-column AMX B panel (pair row r of 16 words at panel[r·32]) from 16 columns contiguous
+// along k (column c at x + c·ld), whole blocks of 32 k: a column's own 32-bit words are its
+// pairs, so each block is a 16×16 transpose of words.
+inline int amx_panel_from_columns(bf16* panel, const bf16* x, size_t ld, int K) {
+  int k0 = 0;
+  for (; k0 + 32 <= K; k0 += 32) {
+    __m512i v[16];
+    for (int c = 0; c < 16; ++c) v[c] = _mm512_loadu_si512(x + size_t(c) * ld + k0);
+    transpose16(v);
+    for (int r = 0; r < 16; ++r) _mm512_storeu_si512(panel + size_t(k0 / 2 + r) * 32, v[r]);
+  }
+  return k0;
+}
+
+// The same panel from rows contiguous along its 16 columns (row k at x + k·ld): pair row r
+// interleaves rows 2r (low halves) and 2r + 1, one store per pair; every whole pair of k.
+inline int amx_panel_from_rows(bf16* panel, const bf16* x, size_t ld, int K) {
+  int k0 = 0;
+  for (; k0 + 2 <= K; k0 += 2) {
+    _mm512_storeu_si512(panel + size_t(k0 / 2) * 32,
+                        across_words(x + size_t(k0 + 1) * ld, x + size_t(k0) * ld));
+  }
+  return k0;
+}
 #pragma GCC diagnostic pop
 #elif defined(__AVX2__)
 // AVX2 (the x86-64-v3 build): 8 words at a time. A block's 16 words come from two in-lane byte
@@ -208,6 +253,16 @@ inline bool across_block16(uint32_t* rows, size_t stride, const bf16* src, size_
   }
   return true;
 }
+// AMX exists only beside AVX-512: its packers' scalar loops are the whole packing elsewhere.
+inline int amx_rows_across(bf16*, size_t, const bf16*, size_t, int) {
+  return 0;
+}
+inline int amx_panel_from_columns(bf16*, const bf16*, size_t, int) {
+  return 0;
+}
+inline int amx_panel_from_rows(bf16*, const bf16*, size_t, int) {
+  return 0;
+}
 #else
 // Elsewhere the packers' scalar loops pack everything.
 constexpr int kPackCols = 16;
@@ -222,6 +277,17 @@ inline int across_run(uint32_t*, const bf16*, const bf16*, int) {
 }
 inline bool across_block16(uint32_t*, size_t, const bf16*, size_t, int) {
   return false;
+}
+
+// AMX exists only beside AVX-512: its packers' scalar loops are the whole packing elsewhere.
+inline int amx_rows_across(bf16*, size_t, const bf16*, size_t, int) {
+  return 0;
+}
+inline int amx_panel_from_columns(bf16*, const bf16*, size_t, int) {
+  return 0;
+}
+inline int amx_panel_from_rows(bf16*, const bf16*, size_t, int) {
+  return 0;
 }
 #endif
 
