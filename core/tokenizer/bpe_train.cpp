@@ -38,9 +38,6 @@ std::vector<size_t> piece_starts(std::string_view text, size_t piece_bytes) {
   return starts;
 }
 
-uint64_t pair_key(int32_t left, int32_t right) {
-  return (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
-}
 int32_t left_of(uint64_t key) {
   return int32_t(key >> 32);
 }

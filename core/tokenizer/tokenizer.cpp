@@ -10,10 +10,6 @@ namespace reftrain {
 
 namespace {
 
-uint64_t pair_key(int32_t left, int32_t right) {
-  return (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
-}
-
 void append_int32(std::string& out, int64_t value) {
   const uint32_t v = uint32_t(int32_t(value));
   for (int b = 0; b < 4; ++b) out += char((v >> (8 * b)) & 0xff);

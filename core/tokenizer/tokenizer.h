@@ -70,11 +70,17 @@ class Tokenizer {
   std::vector<std::string> vocab_;
   std::vector<Merge> merges_;
   std::array<int32_t, 256> byte_token_{};
-  // (left << 32 | right) -> (rank, result)
+  // pair_key(left, right) -> (rank, result)
   std::unordered_map<uint64_t, std::pair<int32_t, int32_t>> merge_of_;
   int32_t eot_ = -1;
   uint64_t hash_ = 0;
 };
+
+// A pair of token ids (left, right) as one hash key, left << 32 | right: the tokenizer's merge
+// table and the BPE trainer's pair counts.
+inline uint64_t pair_key(int32_t left, int32_t right) {
+  return (uint64_t(uint32_t(left)) << 32) | uint32_t(right);
+}
 
 // spec: "bytes"; "gpt2" (GPT-2's encoder.json + vocab.bpe, found by gpt2_files_dir()); a
 // tokenizer.json written by `reftrain tokenizer train` (or any Hugging Face tokenizer.json of a
