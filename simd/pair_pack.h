@@ -120,6 +120,7 @@ inline bool across_block16(uint32_t* rows, size_t stride, const bf16* src, size_
   for (int x = 0; x < 16; ++x) _mm512_storeu_si512(rows + size_t(x) * stride, v[x]);
   return true;
 }
+
 // ---- AMX's layouts (simd/dot_bf16.h, amx_block) ----------------------------------------------
 // The AMX packers of ops/matmul_bf16.cpp (pack_amx_rows, pack_amx_panel) define these layouts
 // and pack what these leave (partial groups of 16 rows or columns, the last odd k or partial
@@ -253,16 +254,6 @@ inline bool across_block16(uint32_t* rows, size_t stride, const bf16* src, size_
   }
   return true;
 }
-// AMX exists only beside AVX-512: its packers' scalar loops are the whole packing elsewhere.
-inline int amx_rows_across(bf16*, size_t, const bf16*, size_t, int) {
-  return 0;
-}
-inline int amx_panel_from_columns(bf16*, const bf16*, size_t, int) {
-  return 0;
-}
-inline int amx_panel_from_rows(bf16*, const bf16*, size_t, int) {
-  return 0;
-}
 #else
 // Elsewhere the packers' scalar loops pack everything.
 constexpr int kPackCols = 16;
@@ -278,7 +269,9 @@ inline int across_run(uint32_t*, const bf16*, const bf16*, int) {
 inline bool across_block16(uint32_t*, size_t, const bf16*, size_t, int) {
   return false;
 }
+#endif
 
+#if !defined(__AVX512BW__)
 // AMX exists only beside AVX-512: its packers' scalar loops are the whole packing elsewhere.
 inline int amx_rows_across(bf16*, size_t, const bf16*, size_t, int) {
   return 0;
