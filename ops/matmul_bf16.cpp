@@ -313,7 +313,8 @@ void pack_amx_rows(bf16* pa, size_t lda, const GemmBf16& g, int i0) {
     }
     return;
   }
-  // 16 rows at a time, so each k reads one run; whole blocks of 16 rows by register transposes
+  // 16 rows at a time, so each k reads one run; with all 16 rows, whole blocks of 32 k by
+  // register transposes first
   const int done = rows == 16 ? dot::amx_rows_across(pa + i0 * lda, lda, g.a + i0, g.lda, g.K) : 0;
   for (int k = done; k < g.K; ++k) {
     const bf16* src = g.a + size_t(k) * g.lda + i0;
@@ -337,7 +338,7 @@ void pack_amx_panel(bf16* panel, const GemmBf16& g, int j0, int kb) {
   }
   const int done = cols == 16 ? dot::amx_panel_from_rows(panel, b, g.ldb, g.K) : 0;
   for (int k = done; k < g.K; ++k) {  // row k is contiguous along j: interleave rows 2r and 2r + 1
-    const bf16* row = g.b + size_t(k) * g.ldb + j0;
+    const bf16* row = b + size_t(k) * g.ldb;
     bf16* dst = panel + (k / 2) * 32 + (k & 1);
     for (int jj = 0; jj < cols; ++jj) dst[2 * jj] = row[jj];
   }
