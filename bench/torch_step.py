@@ -2,7 +2,7 @@
 
 Usage: python3 bench/torch_step.py TRACE.jsonl [--threads N] [--steps 11]
                                    [--mode stock|tuned|autocast] [--attention materialised|sdpa]
-                                   [--adamw auto|fused|foreach|forloop] [--deps DIR]
+                                   [--adamw auto|fused|foreach|forloop] [--profile FILE] [--deps DIR]
 
 The model and batch are the trace's: its first line gives the family (gpt2 or llama), the shape
 (L, NH, C, F, V, Vp, maxT), B, T, the optimizer's hyper-parameters, the clip threshold and the
@@ -39,6 +39,11 @@ Attention: materialised (default; the oracle's: the T×T probabilities, as reftr
 materialised kernel and its bf16 mode) or sdpa (F.scaled_dot_product_attention(is_causal=True),
 PyTorch's fused kernel: what a PyTorch user runs, the fair peer of reftrain's fused attention at
 long T).
+Profile: `--profile FILE` runs steps 2..N under torch.profiler (CPU) and writes FILE, a table of
+ms per step by kind of work (the linear products, attention, GELU, LayerNorm, the optimizer, ...,
+the same groups as `reftrain train --profile`'s kernels), then every op's self time: the per-op
+profile to set beside reftrain's on the same step. The profiler's bookkeeping slows the steps
+(the JSON line says "profiled"), so compare shares and the unprofiled medians, not these ms.
 Exit status: 0 timed; 1 bad trace; 2 usage; 3 the mode is unavailable on this machine.
 """
 import argparse
@@ -173,6 +178,49 @@ def grad_norm_and_clip(torch, params, clip):
     return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in params]))
 
 
+# PyTorch's ops by the reftrain kernel that does the same work (first match wins). bmm is the
+# materialised attention's two products; mm/addmm are the linear layers'.
+OP_GROUPS = [
+    ("loss", r"log_softmax|nll_loss|cross_entropy"),
+    ("linear products", r"^aten::(mm|addmm|linear|matmul)$"),
+    ("attention", r"bmm|softmax|scaled_dot_product|flash_attention|masked_fill|tril|where|bitwise_not"),
+    ("gelu / swiglu", r"gelu|silu|sigmoid|tanh"),
+    ("layernorm / rmsnorm", r"layer_norm|rms_norm|rsqrt|pow|mean"),
+    ("embed", r"embedding|index_put|index_select"),
+    ("bias gradients", r"^aten::sum$"),
+    ("optimizer and clip", r"adam|foreach|norm|clamp|_fused|lerp|addcdiv|addcmul|sqrt"),
+    ("add (residual, gradient sums)", r"^aten::add_?$"),
+    ("mul, div (scales, chain rule)", r"^aten::(mul|div)_?$"),
+    ("copies and layout", r"copy|clone|contiguous|^aten::cat$|stack|split|view|reshape|transpose|permute|^aten::t$|expand|select|slice"),
+    ("fill and allocate", r"fill|zero|empty|zeros|ones|resize"),
+]
+
+
+def op_group(name):
+    for group, pattern in OP_GROUPS:
+        if re.search(pattern, name):
+            return group
+    return "other"
+
+
+def write_profile(prof, steps, path):
+    """The profiler's self CPU time per op, in ms per profiled step, grouped as OP_GROUPS."""
+    rows = [(e.key, e.count / steps, e.self_cpu_time_total / 1000.0 / steps) for e in prof.key_averages()]
+    rows = [r for r in rows if r[2] > 0]
+    total = sum(r[2] for r in rows)
+    groups = {}
+    for name, _, ms in rows:
+        groups[op_group(name)] = groups.get(op_group(name), 0.0) + ms
+    with open(path, "w") as f:
+        f.write(f"torch.profiler, {steps} steps: {total:.3f} ms/step of self CPU time\n")
+        f.write(f"{'group':40s} {'ms/step':>10s} {'share':>7s}\n")
+        for group, ms in sorted(groups.items(), key=lambda g: -g[1]):
+            f.write(f"{group:40s} {ms:10.3f} {100 * ms / total:6.1f}%\n")
+        f.write(f"\n{'op':40s} {'calls':>7s} {'ms/step':>10s} {'share':>7s}  group\n")
+        for name, calls, ms in sorted(rows, key=lambda r: -r[2]):
+            f.write(f"{name[:40]:40s} {calls:7.1f} {ms:10.3f} {100 * ms / total:6.1f}%  {op_group(name)}\n")
+
+
 def time_steps(a):
     import torch
 
@@ -190,7 +238,8 @@ def time_steps(a):
     opt, adamw = make_adamw(torch, params, o, a.adamw)
     bf16 = a.mode == "autocast"
     times = []
-    for _ in range(a.steps):
+
+    def step():
         idx = torch.randint(0, cfg["vocab"], (B, T))
         tgt = torch.randint(0, cfg["vocab"], (B, T))
         t0 = time.perf_counter()
@@ -201,10 +250,21 @@ def time_steps(a):
         opt.step()
         opt.zero_grad(set_to_none=True)
         times.append((time.perf_counter() - t0) * 1000.0)
+        return loss
+
+    loss = step()  # the warm-up, never profiled
+    if a.profile:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(a.steps - 1):
+                loss = step()
+        write_profile(prof, a.steps - 1, a.profile)
+    else:
+        for _ in range(a.steps - 1):
+            loss = step()
     return {"torch": torch.__version__, "mode": a.mode, "attention": a.attention, "threads": a.threads, "arch": cfg["arch"],
             "batch": B, "seq": T, "adamw": adamw, "blas_info": blas_info(torch), "blas": blas, "steps": a.steps,
             "median_ms": statistics.median(times[1:]), "ms": [round(t, 3) for t in times],
-            "loss": loss.item()}
+            "loss": loss.item(), "profiled": bool(a.profile)}
 
 
 def main():
@@ -215,6 +275,7 @@ def main():
     ap.add_argument("--mode", choices=["stock", "tuned", "autocast"], default="stock")
     ap.add_argument("--attention", choices=["materialised", "sdpa"], default="materialised")
     ap.add_argument("--adamw", choices=["auto", "fused", "foreach", "forloop"], default="auto")
+    ap.add_argument("--profile", metavar="FILE", help="profile steps 2..N with torch.profiler; write the table to FILE")
     ap.add_argument("--deps", default=os.path.join(REPO, ".deps"), help="where tuned's OpenBLAS is unpacked")
     a = ap.parse_args()
     if a.threads < 1 or a.steps < 2:

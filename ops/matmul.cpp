@@ -34,7 +34,7 @@ size_t Matmul::workspace_bytes(MatmulKind kind, int threads, size_t widen_elems)
   switch (kind) {
     case MatmulKind::kTiled:
     case MatmulKind::kBlocked:
-      return size_t(std::max(threads, 1)) * matmul_detail::packed_bytes_per_thread();
+      return matmul_detail::packed_workspace_bytes(threads);
     case MatmulKind::kEigen:
       return widen_elems * sizeof(float);
     case MatmulKind::kNaive:

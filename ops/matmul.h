@@ -51,9 +51,10 @@ struct Gemm {
   const T* bias = nullptr;  // [N], added in the epilogue; may be null
 };
 
-// A variant with its workspace: per-thread packing buffers (tiled, blocked) and, for eigen with
-// f16 weights, one widening buffer, all allocated and touched at construction, so nothing
-// allocates inside a training step. Products run on at most `threads` OpenMP threads.
+// A variant with its workspace: packing buffers (tiled, blocked: op(B)'s shared by the threads,
+// op(A)'s one per thread) and, for eigen with f16 weights, one widening buffer, all allocated
+// and touched at construction, so nothing allocates inside a training step. Products run on at
+// most `threads` OpenMP threads.
 class Matmul {
  public:
   // threads ≤ 0 means omp_get_max_threads(). widen_elems: the largest f16 operand (K·N) an

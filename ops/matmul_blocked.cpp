@@ -1,12 +1,14 @@
-// The packed variants of the matmul family: tiled and blocked (ops/matmul.h). Both cut C into
-// rectangles that threads take as they come free (choose_grid), then run the Goto/BLIS loop nest
-// inside each:
+// The packed variants of the matmul family: tiled and blocked (ops/matmul.h). Both run the
+// Goto/BLIS loop nest, its op(B) blocks packed once and shared by the threads:
 //
-//   for jc: column block of NC     (op(B) panel kc×nc packed once per pc: sized to stay in L2)
-//     for pc: K block of KC, ascending  (the K loop is never split: one thread owns an output)
-//       pack op(B)[pc.., jc..] into micro-panels kc×NR        (f16 widened here, in mixed)
+//   for jc: column block of NC           (an op(B) block kc×nc: sized to stay in L2)
+//     for pc: K block of KC, ascending   (the K loop is never split: one FMA chain per output)
+//       pack op(B)[pc.., jc..] into micro-panels kc×NR, shared    (f16 widened here, in mixed)
 //       for ir: MR rows                  (op(A) micro-panel kc×MR packed: stays in L1)
 //         for jr: NR columns             (one tile of C: the kernel below)
+//
+// The threads pack a phase of blocks together, then take units of C (rows × columns of one
+// column block, through the phase's K blocks) as they come free (choose_grid).
 //
 // The kernel of `blocked` (the register micro-kernel of simd/microkernel.h, which the fused
 // attention's tile products share) holds an MR×NR tile of C in MR·NV SIMD accumulators for the
@@ -65,22 +67,29 @@ constexpr size_t align64(size_t bytes) {
   return (bytes + 63) / 64 * 64;
 }
 
-// One thread's slices of the workspace.
+// The workspace: the shared packed blocks of op(B), then one slice per thread for its op(A)
+// micro-panel and its edge tile. A block is one K block × column block of op(B) (KC × NC, in
+// pack_b's micro-panels); the shared part holds max(threads, kMinSharedBlocks) of them.
+constexpr int kMinSharedBlocks = 16;
+
 template <typename T>
 struct Slices {
   using Bk = Blocking<T>;
-  static constexpr size_t kB = align64(sizeof(T) * Bk::kKC * Bk::kNC);
+  static constexpr size_t kBlock = align64(sizeof(T) * Bk::kKC * Bk::kNC);
   static constexpr size_t kA = align64(sizeof(T) * Bk::kKC * Bk::kMR);
   static constexpr size_t kTile = align64(sizeof(T) * Bk::kMR * Bk::kNR);
   static constexpr size_t kBias = align64(sizeof(T) * Bk::kNR);
-  static constexpr size_t kBytes = kB + kA + kTile + kBias;
-  T *bp, *ap, *ctile, *btile;
+  static constexpr size_t kBytes = kA + kTile + kBias;
+  T *ap, *ctile, *btile;
   explicit Slices(unsigned char* p)
-      : bp(reinterpret_cast<T*>(p)),
-        ap(reinterpret_cast<T*>(p + kB)),
-        ctile(reinterpret_cast<T*>(p + kB + kA)),
-        btile(reinterpret_cast<T*>(p + kB + kA + kTile)) {}
+      : ap(reinterpret_cast<T*>(p)),
+        ctile(reinterpret_cast<T*>(p + kA)),
+        btile(reinterpret_cast<T*>(p + kA + kTile)) {}
 };
+
+int shared_blocks(int threads) {
+  return std::max(threads, kMinSharedBlocks);
+}
 
 // dst[0..n) = src[0..n), widened to T (exact: every f16 is a float).
 template <typename T, typename BT>
@@ -124,29 +133,25 @@ void pack_b_transposed(T* panel, const Gemm<T, BT>& g, int p0, int kc, int jb, i
   }
 }
 
-// op(B)[p0.., j0..] (kc × nc) as micro-panels of kc rows × NR columns: element (p, j0 + q·NR + jj)
-// at bp[(q·kc + p)·NR + jj]; columns past nc are zero.
+// One micro-panel of op(B): columns [jb, jb + w) over [p0, p0 + kc), element (p, jb + jj) at
+// panel[p·NR + jj]; columns past w are zero.
 template <typename T, typename BT>
-void pack_b(T* bp, const Gemm<T, BT>& g, int p0, int kc, int j0, int nc) {
+void pack_b_panel(T* panel, const Gemm<T, BT>& g, int p0, int kc, int jb, int w) {
   constexpr int NR = Blocking<T>::kNR;
-  for (int q = 0; q * NR < nc; ++q) {
-    T* panel = bp + size_t(q) * kc * NR;
-    const int jb = j0 + q * NR, w = std::min(NR, nc - q * NR);
-    if (g.tb == Trans::kNo) {
-      const BT* src = g.b + size_t(p0) * g.ldb + jb;
-      for (int p = 0; p < kc; ++p, src += g.ldb) {
-        if (w == NR) {
-          widen_copy_row<NR>(panel + p * NR, src);
-        } else {
-          widen_copy(panel + p * NR, src, w);
-        }
+  if (g.tb == Trans::kNo) {
+    const BT* src = g.b + size_t(p0) * g.ldb + jb;
+    for (int p = 0; p < kc; ++p, src += g.ldb) {
+      if (w == NR) {
+        widen_copy_row<NR>(panel + p * NR, src);
+      } else {
+        widen_copy(panel + p * NR, src, w);
       }
-    } else {
-      pack_b_transposed(panel, g, p0, kc, jb, w);
     }
-    if (w < NR) {
-      for (int p = 0; p < kc; ++p) std::fill(panel + p * NR + w, panel + (p + 1) * NR, T(0));
-    }
+  } else {
+    pack_b_transposed(panel, g, p0, kc, jb, w);
+  }
+  if (w < NR) {
+    for (int p = 0; p < kc; ++p) std::fill(panel + p * NR + w, panel + (p + 1) * NR, T(0));
   }
 }
 
@@ -243,69 +248,88 @@ void prefetch_c(const T* c, size_t ldc, int rows, int cols) {
   }
 }
 
-// The loop nest over one thread's rectangle of C.
-template <typename Kernel, typename T, typename BT>
-void run_rectangle(const Gemm<T, BT>& g, Range rows, Range cols, const Slices<T>& s) {
+// The product's blocks of op(B) in the order every output needs them: column block after column
+// block, and inside one its K blocks ascending. Block b is column block b / kblocks, K block
+// b % kblocks.
+template <typename T>
+struct BlockOrder {
   using Bk = Blocking<T>;
-  for (int jc = cols.begin; jc < cols.end; jc += Bk::kNC) {
-    const int nc = std::min(Bk::kNC, cols.end - jc);
-    for (int pc = 0; pc < g.K; pc += Bk::kKC) {
-      const int kc = std::min(Bk::kKC, g.K - pc);
-      const bool load_c = g.accumulate || pc > 0;
-      const T* bias = g.bias && pc + kc == g.K ? g.bias + jc : nullptr;
-      pack_b(s.bp, g, pc, kc, jc, nc);
-      for (int ir = rows.begin; ir < rows.end; ir += Bk::kMR) {
-        const int mr = std::min(Bk::kMR, rows.end - ir);
-        pack_a(s.ap, g, ir, mr, pc, kc);
-        for (int jr = 0; jr < nc; jr += Bk::kNR) {
-          const bool last_in_row = jr + Bk::kNR >= nc;
-          const int next_i = last_in_row ? ir + Bk::kMR : ir,
-                    next_j = last_in_row ? 0 : jr + Bk::kNR;
-          if (next_i < rows.end) {
-            prefetch_c(g.c + size_t(next_i) * g.ldc + jc + next_j, g.ldc,
-                       std::min(Bk::kMR, rows.end - next_i), std::min(Bk::kNR, nc - next_j));
-          }
-          tile<Kernel>(kc, s.ap, s.bp + size_t(jr) * kc, g.c + size_t(ir) * g.ldc + jc + jr, g.ldc,
-                       mr, std::min(Bk::kNR, nc - jr), load_c, bias ? bias + jr : nullptr, s);
+  int N, K, kblocks, blocks;
+  BlockOrder(int n, int k)
+      : N(n),
+        K(k),
+        kblocks((k + Bk::kKC - 1) / Bk::kKC),
+        blocks((n + Bk::kNC - 1) / Bk::kNC * kblocks) {}
+  int jc(int b) const { return b / kblocks * Bk::kNC; }
+  int nc(int b) const { return std::min(Bk::kNC, N - jc(b)); }
+  int pc(int b) const { return b % kblocks * Bk::kKC; }
+  int kc(int b) const { return std::min(Bk::kKC, K - pc(b)); }
+};
+
+// Packs blocks [first, last) into the shared buffer, block b at slot b - first, the threads
+// taking micro-panels as they come free. Ends on the barrier of its `omp for`: no tile reads a
+// block before all of the phase is packed.
+template <typename T, typename BT>
+void pack_phase(const Gemm<T, BT>& g, const BlockOrder<T>& order, T* shared, int first, int last) {
+  constexpr int NR = Blocking<T>::kNR, kPanels = Blocking<T>::kNC / NR;
+  constexpr size_t kBlockElems = Slices<T>::kBlock / sizeof(T);
+#pragma omp for schedule(dynamic, 4)
+  for (int t = 0; t < (last - first) * kPanels; ++t) {
+    const int b = first + t / kPanels, jr = t % kPanels * NR, kc = order.kc(b);
+    if (jr >= order.nc(b)) continue;
+    T* panel = shared + size_t(b - first) * kBlockElems + size_t(jr) * kc;
+    pack_b_panel(panel, g, order.pc(b), kc, order.jc(b) + jr, std::min(NR, order.nc(b) - jr));
+  }
+}
+
+// One unit of work: rows × cols (cols relative to the column block) of C, through the packed
+// blocks [blocks.begin, blocks.end) of one column block, K ascending. op(A) is packed per K
+// block, one micro-panel at a time, and its tiles walk the unit's columns.
+template <typename Kernel, typename T, typename BT>
+void run_unit(const Gemm<T, BT>& g, const BlockOrder<T>& order, const T* shared, int first,
+              Range blocks, Range rows, Range cols, const Slices<T>& s) {
+  constexpr int MR = Blocking<T>::kMR, NR = Blocking<T>::kNR;
+  constexpr size_t kBlockElems = Slices<T>::kBlock / sizeof(T);
+  for (int b = blocks.begin; b < blocks.end; ++b) {
+    const int jc = order.jc(b), pc = order.pc(b), kc = order.kc(b);
+    const T* bp = shared + size_t(b - first) * kBlockElems;
+    const bool load_c = g.accumulate || pc > 0;
+    const T* bias = g.bias && pc + kc == g.K ? g.bias + jc : nullptr;
+    for (int ir = rows.begin; ir < rows.end; ir += MR) {
+      const int mr = std::min(MR, rows.end - ir);
+      pack_a(s.ap, g, ir, mr, pc, kc);
+      for (int jr = cols.begin; jr < cols.end; jr += NR) {
+        const bool last_in_row = jr + NR >= cols.end;
+        const int next_i = last_in_row ? ir + MR : ir, next_j = last_in_row ? cols.begin : jr + NR;
+        if (next_i < rows.end) {
+          prefetch_c(g.c + size_t(next_i) * g.ldc + jc + next_j, g.ldc,
+                     std::min(MR, rows.end - next_i), std::min(NR, cols.end - next_j));
         }
+        tile<Kernel>(kc, s.ap, bp + size_t(jr) * kc, g.c + size_t(ir) * g.ldc + jc + jr, g.ldc, mr,
+                     std::min(NR, cols.end - jr), load_c, bias ? bias + jr : nullptr, s);
       }
     }
   }
 }
 
-// How C is cut into rectangles: tm row parts × tn column parts, in whole register tiles. The
-// threads take rectangles from a shared counter as they come free, so a thread slowed by another
-// program on its core takes fewer of them, and the others take the rest: with several
-// rectangles per thread, a slow thread delays the product's end by about one rectangle instead
-// of its whole static share. Which thread computes a rectangle changes none of its bits: every
-// output is still one FMA chain over the whole K, in one thread.
-// The cut minimises an estimate of the product's cycles on `threads` threads: the rounds of
-// rectangles each thread runs, plus one rectangle more for the thread that comes free last,
-// times one rectangle's FMAs plus its packing (a rectangle packs op(B) for its columns, and op(A)
-// for its rows once per column block). The extra round is what buys finer rectangles with some
-// repeated packing; one thread gets one rectangle.
+// How each column block of a phase is cut into units: tm row parts × tn column parts, in whole
+// register tiles, about kUnitsPerThread units per thread over the phase. The threads take units
+// from a shared counter as they come free, so a thread slowed by another program on its core
+// takes fewer of them and the others take the rest: a slow thread delays the phase's end by about
+// one unit instead of its whole static share. One thread gets one unit per column block (its
+// rows reuse each block while it is in L2). Which thread computes a unit changes none of its
+// bits: every output is one FMA chain over K ascending, its K blocks in order.
 struct Grid {
   int tm, tn;
 };
 
-constexpr int kMaxRectanglesPerThread = 4;
+constexpr int kUnitsPerThread = 4;
 
-Grid choose_grid(int threads, int M, int N, int K, int MR, int NR, int NC, int lanes) {
-  const long um = (M + MR - 1) / MR, un = (N + NR - 1) / NR;
-  const long slots = threads > 1 ? long(threads) * kMaxRectanglesPerThread : 1;
-  Grid best{1, 1};
-  double best_cost = -1;
-  for (long tm = 1; tm <= std::min(slots, um); ++tm) {
-    for (long tn = 1; tn <= std::min(slots / tm, un); ++tn) {
-      const double rows = double((um + tm - 1) / tm * MR), cols = double((un + tn - 1) / tn * NR);
-      const double fma = rows * cols * K / lanes, pack_b = cols * K;
-      const double pack_a = rows * K * std::ceil(cols / NC);
-      const long rounds = (tm * tn + threads - 1) / threads + (threads > 1 ? 1 : 0);
-      const double cost = double(rounds) * (fma + pack_b + 0.5 * pack_a);
-      if (best_cost < 0 || cost < best_cost) best = {int(tm), int(tn)}, best_cost = cost;
-    }
-  }
-  return best;
+Grid choose_grid(int threads, int row_tiles, int col_tiles, int column_blocks) {
+  if (threads == 1) return {1, 1};
+  const int wanted = (threads * kUnitsPerThread + column_blocks - 1) / column_blocks;
+  const int tm = std::min(row_tiles, wanted);
+  return {tm, std::min(col_tiles, (wanted + tm - 1) / tm)};
 }
 
 // Part `k` of `parts` of [0, units), as even as possible, scaled by `unit` and clipped to n.
@@ -330,10 +354,54 @@ bool gemv_transposed(const Gemm<T, BT>& g, int threads) {
   }
 }
 
+// The units of blocks [first, last), handed out to the threads as they come free.
+template <typename Kernel, typename T, typename BT>
+void run_phase(const Gemm<T, BT>& g, const BlockOrder<T>& order, const T* shared, int first,
+               int last, int threads, const Slices<T>& s) {
+  using Bk = Blocking<T>;
+  const int first_j = first / order.kblocks,
+            column_blocks = (last - 1) / order.kblocks - first_j + 1;
+  const int row_tiles = (g.M + Bk::kMR - 1) / Bk::kMR;
+  const int col_tiles = (std::min(g.N, Bk::kNC) + Bk::kNR - 1) / Bk::kNR;
+  const Grid gr = choose_grid(threads, row_tiles, col_tiles, column_blocks);
+  const int per_block = gr.tm * gr.tn;
+#pragma omp for schedule(dynamic, 1)
+  for (int u = 0; u < column_blocks * per_block; ++u) {
+    const int j = first_j + u / per_block, r = u % per_block;
+    const Range blocks{std::max(first, j * order.kblocks), std::min(last, (j + 1) * order.kblocks)};
+    const int nc = order.nc(blocks.begin);
+    const Range rows = part(row_tiles, gr.tm, r / gr.tn, Bk::kMR, g.M);
+    const Range cols = part((nc + Bk::kNR - 1) / Bk::kNR, gr.tn, r % gr.tn, Bk::kNR, nc);
+    run_unit<Kernel>(g, order, shared, first, blocks, rows, cols, s);
+  }
+}
+
+// The product: each block of op(B) is packed once, into the shared buffer, by all the threads,
+// a phase of as many blocks as the buffer holds at a time (one at a time on one thread, which
+// packs a block just before its tiles read it, while it is in L2); then the phase's units run.
+template <typename Kernel, typename T, typename BT>
+void run_blocks(const Gemm<T, BT>& g, unsigned char* workspace, int capacity, int threads) {
+  const BlockOrder<T> order(g.N, g.K);
+  T* shared = reinterpret_cast<T*>(workspace);
+  unsigned char* slices = workspace + size_t(capacity) * Slices<T>::kBlock;
+  const int phase_blocks = threads == 1 ? 1 : capacity;
+#pragma omp parallel num_threads(threads)
+  {
+    const Slices<T> s(slices + size_t(omp_get_thread_num()) * Slices<T>::kBytes);
+    for (int first = 0; first < order.blocks; first += phase_blocks) {
+      const int last = std::min(order.blocks, first + phase_blocks);
+      pack_phase(g, order, shared, first, last);
+      run_phase<Kernel>(g, order, shared, first, last, threads, s);
+    }
+  }
+}
+
 }  // namespace
 
-size_t packed_bytes_per_thread() {
-  return std::max(Slices<float>::kBytes, Slices<double>::kBytes);
+size_t packed_workspace_bytes(int threads) {
+  const size_t block = std::max(Slices<float>::kBlock, Slices<double>::kBlock);
+  const size_t slice = std::max(Slices<float>::kBytes, Slices<double>::kBytes);
+  return size_t(shared_blocks(threads)) * block + size_t(std::max(threads, 1)) * slice;
 }
 
 template <typename T, typename BT>
@@ -343,23 +411,13 @@ void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* wor
   if (g.M == 0 || g.N == 0) return;
   if (g.K == 0) return epilogue_only(g);
   if (gemv_transposed(g, threads)) return;
+  const int capacity = shared_blocks(threads);  // (the workspace was sized for this many threads)
   const int um = (g.M + Bk::kMR - 1) / Bk::kMR, un = (g.N + Bk::kNR - 1) / Bk::kNR;
   threads = std::max(1, std::min({threads, omp_get_max_threads(), um * un}));
-  const Grid gr = choose_grid(threads, g.M, g.N, g.K, Bk::kMR, Bk::kNR, Bk::kNC, Bk::kLanes);
-  const int rectangles = gr.tm * gr.tn;
-#pragma omp parallel num_threads(std::min(threads, rectangles))
-  {
-    const Slices<T> s(workspace + size_t(omp_get_thread_num()) * packed_bytes_per_thread());
-#pragma omp for schedule(dynamic, 1)
-    for (int k = 0; k < rectangles; ++k) {
-      const Range rows = part(um, gr.tm, k / gr.tn, Bk::kMR, g.M);
-      const Range cols = part(un, gr.tn, k % gr.tn, Bk::kNR, g.N);
-      if (register_blocked) {
-        run_rectangle<RegisterBlock<T>>(g, rows, cols, s);
-      } else {
-        run_rectangle<OneVector<T>>(g, rows, cols, s);
-      }
-    }
+  if (register_blocked) {
+    run_blocks<RegisterBlock<T>>(g, workspace, capacity, threads);
+  } else {
+    run_blocks<OneVector<T>>(g, workspace, capacity, threads);
   }
 }
 

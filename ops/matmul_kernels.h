@@ -16,8 +16,9 @@ template <typename T, typename BT>
 void gemm_naive(const Gemm<T, BT>& g, int threads);
 
 // tiled (register_blocked = false) and blocked: ops/matmul_blocked.cpp. `workspace` holds
-// `threads` slices of packed_bytes_per_thread() bytes, 64-byte aligned.
-size_t packed_bytes_per_thread();
+// packed_workspace_bytes(threads) bytes, 64-byte aligned: the packed op(B) the threads share,
+// then one slice per thread.
+size_t packed_workspace_bytes(int threads);
 template <typename T, typename BT>
 void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* workspace,
                  int threads);
