@@ -22,7 +22,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <type_traits>
 
@@ -69,7 +68,7 @@ constexpr size_t align64(size_t bytes) {
 
 // The workspace: the shared packed blocks of op(B), then one slice per thread for its op(A)
 // micro-panel and its edge tile. A block is one K block × column block of op(B) (KC × NC, in
-// pack_b's micro-panels); the shared part holds max(threads, kMinSharedBlocks) of them.
+// pack_b_panel's micro-panels); the shared part holds max(threads, kMinSharedBlocks) of them.
 constexpr int kMinSharedBlocks = 16;
 
 template <typename T>
@@ -266,18 +265,24 @@ struct BlockOrder {
   int kc(int b) const { return std::min(Bk::kKC, K - pc(b)); }
 };
 
+// Where block `slot` of a phase lives in the shared buffer: every block has a whole KC × NC
+// slot, whatever its own kc and nc.
+template <typename T>
+T* block_slot(T* shared, int slot) {
+  return shared + size_t(slot) * (Slices<std::remove_const_t<T>>::kBlock / sizeof(T));
+}
+
 // Packs blocks [first, last) into the shared buffer, block b at slot b - first, the threads
 // taking micro-panels as they come free. Ends on the barrier of its `omp for`: no tile reads a
 // block before all of the phase is packed.
 template <typename T, typename BT>
 void pack_phase(const Gemm<T, BT>& g, const BlockOrder<T>& order, T* shared, int first, int last) {
   constexpr int NR = Blocking<T>::kNR, kPanels = Blocking<T>::kNC / NR;
-  constexpr size_t kBlockElems = Slices<T>::kBlock / sizeof(T);
 #pragma omp for schedule(dynamic, 4)
   for (int t = 0; t < (last - first) * kPanels; ++t) {
     const int b = first + t / kPanels, jr = t % kPanels * NR, kc = order.kc(b);
     if (jr >= order.nc(b)) continue;
-    T* panel = shared + size_t(b - first) * kBlockElems + size_t(jr) * kc;
+    T* panel = block_slot(shared, b - first) + size_t(jr) * kc;
     pack_b_panel(panel, g, order.pc(b), kc, order.jc(b) + jr, std::min(NR, order.nc(b) - jr));
   }
 }
@@ -289,10 +294,9 @@ template <typename Kernel, typename T, typename BT>
 void run_unit(const Gemm<T, BT>& g, const BlockOrder<T>& order, const T* shared, int first,
               Range blocks, Range rows, Range cols, const Slices<T>& s) {
   constexpr int MR = Blocking<T>::kMR, NR = Blocking<T>::kNR;
-  constexpr size_t kBlockElems = Slices<T>::kBlock / sizeof(T);
   for (int b = blocks.begin; b < blocks.end; ++b) {
     const int jc = order.jc(b), pc = order.pc(b), kc = order.kc(b);
-    const T* bp = shared + size_t(b - first) * kBlockElems;
+    const T* bp = block_slot(shared, b - first);
     const bool load_c = g.accumulate || pc > 0;
     const T* bias = g.bias && pc + kc == g.K ? g.bias + jc : nullptr;
     for (int ir = rows.begin; ir < rows.end; ir += MR) {
