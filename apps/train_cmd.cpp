@@ -290,7 +290,7 @@ void write_plot(const TrainArgs& a, const RunPlan& p, const Trace& lines) {
 
 // No output may be an input or the other output, and none may sit in --out under a
 // checkpoint's name, where a save would replace it.
-void refuse_clobbering(const TrainArgs& a, const RunPlan& p) {
+void refuse_clobbering_run_outputs(const TrainArgs& a, const RunPlan& p) {
   std::vector<NamedPath> inputs = {{"--data", a.data},
                                    {"--eval-data", a.eval_data},
                                    {"--data-tokens", a.data_tokens},
@@ -367,7 +367,7 @@ int run_train(TrainArgs& a) {
   }
   require_names(a);
   RunPlan plan = plan_run(run_request(a), comm);
-  refuse_clobbering(a, plan);
+  refuse_clobbering_run_outputs(a, plan);
   // Before step 1, not after the whole run (--out is checked by prepare_checkpoint_dir).
   if (!a.trace.empty()) check_writable("--trace", a.trace);
   if (!a.plot.empty()) check_writable("--plot", a.plot);

@@ -255,6 +255,7 @@ void swiglu_backward_fast(float* dgate, float* dup, const float* dout, const flo
   template void swiglu_backward<T>(T*, T*, const T*, const T*, const T*, size_t);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+#undef REFTRAIN_INSTANTIATE
 
 // ---- the records -----------------------------------------------------------------------
 std::vector<KernelRecord> activation_records() {

@@ -129,6 +129,7 @@ void attention_backward(T* dqkv, T* dp_scratch, const T* dout, const T* qkv, con
   template void attention_backward<T>(T*, T*, const T*, const T*, const T*, int, int, int, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+#undef REFTRAIN_INSTANTIATE
 
 // qkv[n] = [q[n] | k[n] | v[n]]: the layout attention_forward reads, C channels each.
 void pack_qkv(float* qkv, const float* q, const float* k, const float* v, size_t N, int C) {

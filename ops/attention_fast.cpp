@@ -24,10 +24,6 @@ constexpr int kLanes = 16;
 // (bench_attention, T = 256 and 2048): 16 pays more per-tile overhead, 64 leaves L1.
 constexpr int kTile = 32;
 
-int round_up(int n, int m) {
-  return (n + m - 1) / m * m;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The one product every tile uses: C[m][n] (+)= Σ_{p<P} A(m,p)·B[p][n] for m < M, n < N, with
 // A(m,p) = a[m·as + p·ap] (any strides) and B[p][n] = b[p·ldb + n] (rows of N contiguous, N a
@@ -175,7 +171,7 @@ struct Dims {
 };
 
 Dims make_dims(int Tn, int hs) {
-  return {hs, round_up(hs, kLanes), Tn, round_up(Tn, kTile), (Tn + kTile - 1) / kTile};
+  return {hs, simd::round_up(hs, kLanes), Tn, simd::round_up(Tn, kTile), (Tn + kTile - 1) / kTile};
 }
 
 template <typename T>
@@ -184,7 +180,7 @@ struct Carver {
   size_t used = 0;
   T* take(size_t n) {
     T* p = base ? base + used : nullptr;
-    used += size_t(round_up(int(n), 64 / int(sizeof(T))));
+    used += size_t(simd::round_up(int(n), 64 / int(sizeof(T))));
     return p;
   }
 };
@@ -646,5 +642,6 @@ size_t attention_fast_workspace_bytes(int Tn, int hs, bool backward, size_t elem
                                            int, int, AttentionSplit);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+#undef REFTRAIN_INSTANTIATE
 
 }  // namespace reftrain

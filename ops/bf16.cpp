@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "ops/cast.h"
 #include "ops/cast_blocks.h"
 #include "ops/kernel_record.h"
 #include "simd/bf16.h"
@@ -10,17 +11,6 @@
 namespace reftrain {
 
 namespace {
-
-uint32_t bits_of(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-float float_of(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
 
 constexpr uint16_t kBf16QuietNaN = 0x7FC0;
 constexpr float kMinNormal = 0x1p-126f;

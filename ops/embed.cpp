@@ -135,6 +135,7 @@ void embed_backward_fast(float* dwte, float* dwpe, const float* dout, const int3
   template void token_embed_backward<T>(T*, const T*, const int32_t*, size_t, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+#undef REFTRAIN_INSTANTIATE
 
 // ---- the records -----------------------------------------------------------------------
 std::vector<KernelRecord> embed_records() {

@@ -69,9 +69,6 @@ float init_of(const GemmBf16& g, int i, int j) {
 int blocks_of(int K) {
   return (K + dot::kBlock - 1) / dot::kBlock;
 }
-int round_up(int n, int m) {
-  return (n + m - 1) / m * m;
-}
 
 constexpr int kChunkRows = 128;  // rows of A per unit of work: 128 × K bf16 stays in L2
 
@@ -363,7 +360,7 @@ bool amx_a_in_place(const GemmBf16& g) {
 // panels of NR columns, kb·16 rows of NR words (bpanel words each).
 void MatmulBf16::pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel) {
   constexpr int NR = dot::kPairNR;
-  const int groups = round_up(g.M, 16) / 16, panels = round_up(g.N, NR) / NR;
+  const int groups = simd::round_up(g.M, 16) / 16, panels = simd::round_up(g.N, NR) / NR;
   uint32_t *pa = pa_.data(), *pb = pb_.data();  // (reserved by the caller, before the threads)
 #pragma omp for schedule(static)
   for (int q = 0; q < groups; ++q) pack_pair_rows(pa, arow, g, q * 16, kb);
@@ -374,7 +371,8 @@ void MatmulBf16::pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpane
 // The emulated path's operands: the packed words widened to f32 in chain order (A rows of
 // 2·arow floats, B panels of 2·bpanel floats), inside the threads.
 void MatmulBf16::widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel) {
-  const int rows = round_up(g.M, 16), panels = round_up(g.N, dot::kPairNR) / dot::kPairNR;
+  const int rows = simd::round_up(g.M, 16),
+            panels = simd::round_up(g.N, dot::kPairNR) / dot::kPairNR;
   const size_t words = size_t(kb) * dot::kWordsPerBlock;
 #pragma omp for schedule(static)
   for (int i = 0; i < rows; ++i)
@@ -387,13 +385,14 @@ void MatmulBf16::widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpan
 
 void MatmulBf16::run_pairs(const GemmBf16& g) {
   constexpr int MR = dot::kPairMR, NR = dot::kPairNR;
-  const int kb = blocks_of(g.K), mp = round_up(g.M, MR), panels = round_up(g.N, NR) / NR;
+  const int kb = blocks_of(g.K), mp = simd::round_up(g.M, MR),
+            panels = simd::round_up(g.N, NR) / NR;
   const size_t arow = packed_row_elems(kb) / 2, bpanel = size_t(kb) * dot::kWordsPerBlock * NR;
   const bool widened = path_ == Bf16Path::kEmulated;
-  reserve(pa_, size_t(round_up(g.M, 16)) * arow);
+  reserve(pa_, size_t(simd::round_up(g.M, 16)) * arow);
   reserve(pb_, size_t(panels) * bpanel);
   if (widened) {
-    reserve(fa_, 2 * size_t(round_up(g.M, 16)) * arow);
+    reserve(fa_, 2 * size_t(simd::round_up(g.M, 16)) * arow);
     reserve(fb_, 2 * size_t(panels) * bpanel);
   }
   float* tiles = reserve(tiles_, size_t(threads_) * MR * NR);
@@ -434,7 +433,7 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
 // whole blocks. Runs inside the threads.
 const bf16* MatmulBf16::pack_amx(const GemmBf16& g, int kb, size_t panel, bool in_place,
                                  size_t lda) {
-  const int mp = round_up(g.M, dot::kAmxRows), np = round_up(g.N, dot::kAmxCols);
+  const int mp = simd::round_up(g.M, dot::kAmxRows), np = simd::round_up(g.N, dot::kAmxCols);
   bf16* pb = reinterpret_cast<bf16*>(pb_.data());
 #pragma omp for schedule(static) nowait
   for (int q = 0; q < np / 16; ++q) pack_amx_panel(pb + q * panel, g, q * 16, kb);
@@ -450,7 +449,7 @@ const bf16* MatmulBf16::pack_amx(const GemmBf16& g, int kb, size_t panel, bool i
 
 void MatmulBf16::run_amx(const GemmBf16& g) {
   constexpr int BR = dot::kAmxRows, BC = dot::kAmxCols;
-  const int kb = blocks_of(g.K), mp = round_up(g.M, BR), np = round_up(g.N, BC);
+  const int kb = blocks_of(g.K), mp = simd::round_up(g.M, BR), np = simd::round_up(g.N, BC);
   const size_t packed_lda = packed_row_elems(kb), panel = size_t(kb) * 512;
   const bool direct = amx_a_in_place(g);
   const size_t lda = direct ? g.lda : packed_lda;

@@ -273,6 +273,7 @@ void rmsnorm_backward_fast(float* dx, float* dw, const float* dout, const float*
   template void rmsnorm_backward<T>(T*, T*, const T*, const T*, const T*, const T*, int, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+#undef REFTRAIN_INSTANTIATE
 
 // ---- the records -----------------------------------------------------------------------
 std::vector<KernelRecord> norm_records() {

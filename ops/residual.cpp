@@ -43,6 +43,7 @@ void residual_backward_fast(float* da, float* db, const float* dout, size_t n) {
   template void residual_backward<T>(T*, T*, const T*, size_t);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+#undef REFTRAIN_INSTANTIATE
 
 // ---- the records -----------------------------------------------------------------------
 std::vector<KernelRecord> residual_records() {

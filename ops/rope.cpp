@@ -142,6 +142,7 @@ void rope_backward_fast(float* dx, const float* dout, int B, int Tn, int NH, int
   template void rope_backward<T>(T*, const T*, int, int, int, int, double, int);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
+#undef REFTRAIN_INSTANTIATE
 
 // ---- the records -----------------------------------------------------------------------
 std::vector<KernelRecord> rope_records() {

@@ -15,7 +15,7 @@ build="${2:?usage: $0 build|run BUILD_DIR [TARGET SECONDS]}"
 case "$cmd" in
   build)
     cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=clang++-16 \
-      -DREFTRAIN_FUZZ=ON -DREFTRAIN_BUILD_TESTS=OFF -DREFTRAIN_BUILD_BENCH=OFF >/dev/null
+      -DREFTRAIN_FUZZ=ON -DREFTRAIN_BUILD_TESTS=OFF -DREFTRAIN_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON >/dev/null
     cmake --build "$build" -j"$(nproc)" --target reftrain_fuzzers
     ;;
   run)

@@ -20,7 +20,8 @@ excluded='^(CliTest\.PeakMemoryMatchesEstimate|HardeningSurfaces\.DeeplyNested.*
 start=$(date +%s)
 # -O1: ASan's recommended level, and a quicker compile than Release's -O3.
 cmake -S "$src" -B "$build" -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
-  -DREFTRAIN_SANITIZE=ON -DREFTRAIN_BUILD_BENCH=OFF -DREFTRAIN_NESTED_TESTS=OFF >/dev/null
+  -DREFTRAIN_SANITIZE=ON -DREFTRAIN_BUILD_BENCH=OFF -DREFTRAIN_NESTED_TESTS=OFF \
+  -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build "$build" -j"$(nproc)"
 built=$(date +%s)
 # halt_on_error: the first report fails the test; detect_leaks: leaks count as failures too.

@@ -126,4 +126,9 @@ inline Batch<double> load_widen(const float* p) {
 }
 #pragma GCC diagnostic pop
 
+// n rounded up to a multiple of m: padded tile and panel sizes.
+constexpr int round_up(int n, int m) {
+  return (n + m - 1) / m * m;
+}
+
 }  // namespace reftrain::simd

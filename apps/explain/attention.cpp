@@ -17,7 +17,7 @@ namespace {
 // One head (NH=1) of size hs=2, so C=2; T=3 positions; B=1.
 constexpr int B = 1, T = 3, HS = 2, C = HS, NH = 1;
 
-double dot(const std::vector<double>& a, int i, const std::vector<double>& b, int j) {
+double row_dot(const std::vector<double>& a, int i, const std::vector<double>& b, int j) {
   double s = 0.0;
   for (int c = 0; c < HS; ++c) s += a[size_t(i) * HS + c] * b[size_t(j) * HS + c];
   return s;
@@ -30,7 +30,7 @@ void agree(Printer& out, const std::string& what, const std::vector<double>& min
   out.line(std::string("  ") + what + (d < 1e-12 ? ": max |diff| < 1e-12" : ": DIFFERENT"));
 }
 
-struct Problem {
+struct AttentionProblem {
   std::vector<double> q, k, v, dout;  // [T,HS] each
   std::vector<double> qkv;            // [B,T,3C], the kernel's packed layout
 };
@@ -48,9 +48,9 @@ std::vector<double> pack(const std::vector<double>& q, const std::vector<double>
   return qkv;
 }
 
-Problem make_problem(uint64_t seed) {
+AttentionProblem make_attention_problem(uint64_t seed) {
   Inputs in(seed);
-  Problem p;
+  AttentionProblem p;
   p.q = in.uniform(size_t(T) * HS, -1, 1);
   p.k = in.uniform(size_t(T) * HS, -1, 1);
   p.v = in.uniform(size_t(T) * HS, -1, 1);
@@ -74,7 +74,7 @@ void forward_fused(const std::vector<double>& qkv, std::vector<double>& y,
   attention_forward_fast(y.data(), lse.data(), qkv.data(), B, T, C, NH);
 }
 
-void print_inputs(Printer& out, const Problem& p) {
+void print_inputs(Printer& out, const AttentionProblem& p) {
   out.section("inputs (one head: row t of q, k, v is position t)");
   out.mat("q [T,hs]", p.q, T, HS);
   out.mat("k [T,hs]", p.k, T, HS);
@@ -95,7 +95,7 @@ void unpack(const std::vector<double>& dqkv, std::vector<double>& dq, std::vecto
 }
 
 // The kernel's gradients split into dq, dk, dv, from dqkv starting at zero.
-void backward(const Problem& p, const std::vector<double>& att, std::vector<double>& dq,
+void backward(const AttentionProblem& p, const std::vector<double>& att, std::vector<double>& dq,
               std::vector<double>& dk, std::vector<double>& dv) {
   std::vector<double> dqkv(p.qkv.size(), 0.0), dp(size_t(T), 0.0);
   attention_backward(dqkv.data(), dp.data(), p.dout.data(), p.qkv.data(), att.data(), B, T, C, NH);
@@ -103,7 +103,7 @@ void backward(const Problem& p, const std::vector<double>& att, std::vector<doub
 }
 
 // The fused backward's, from the forward's out and lse only.
-void backward_fused(const Problem& p, std::vector<double>& dq, std::vector<double>& dk,
+void backward_fused(const AttentionProblem& p, std::vector<double>& dq, std::vector<double>& dk,
                     std::vector<double>& dv) {
   std::vector<double> y, lse, dqkv(p.qkv.size(), 0.0);
   forward_fused(p.qkv, y, lse);
@@ -112,7 +112,7 @@ void backward_fused(const Problem& p, std::vector<double>& dq, std::vector<doubl
   unpack(dqkv, dq, dk, dv);
 }
 
-void fd_check(Printer& out, const Problem& p, const std::vector<double>& dq,
+void fd_check(Printer& out, const AttentionProblem& p, const std::vector<double>& dq,
               const std::vector<double>& dk, const std::vector<double>& dv) {
   out.section("finite-difference check of L = sum(dout * out), step 1e-6");
   auto loss = [&](const std::vector<double>& q, const std::vector<double>& k,
@@ -138,14 +138,14 @@ void fd_check(Printer& out, const Problem& p, const std::vector<double>& dq,
 }
 
 // The fused kernel runs the recurrence over every row and keeps only the logsumexps.
-void fused_forward(Printer& out, const Problem& p, const std::vector<double>& y) {
+void fused_forward(Printer& out, const AttentionProblem& p, const std::vector<double>& y) {
   out.section("the fused kernel (attention_forward_fast): out, and lse instead of p");
   std::vector<double> yf, lse, mine(T, 0.0);
   forward_fused(p.qkv, yf, lse);
   for (int t = 0; t < T; ++t) {
     double m = -INFINITY, l = 0.0;
-    for (int u = 0; u <= t; ++u) m = std::max(m, dot(p.q, t, p.k, u) / std::sqrt(double(HS)));
-    for (int u = 0; u <= t; ++u) l += std::exp(dot(p.q, t, p.k, u) / std::sqrt(double(HS)) - m);
+    for (int u = 0; u <= t; ++u) m = std::max(m, row_dot(p.q, t, p.k, u) / std::sqrt(double(HS)));
+    for (int u = 0; u <= t; ++u) l += std::exp(row_dot(p.q, t, p.k, u) / std::sqrt(double(HS)) - m);
     mine[t] = m + std::log(l);
   }
   out.vec("lse [T] (attention_forward_fast)", lse);
@@ -202,7 +202,7 @@ LongProblem long_problem(uint64_t seed, int draw, int TT, int tile) {
   p.s.assign(TT, Vec(TT, -INFINITY));
   double best = 0.0;
   for (int r = tile; r < TT; ++r) {
-    for (int u = 0; u <= r; ++u) p.s[r][u] = dot(p.q, r, p.k, u) / std::sqrt(double(HS));
+    for (int u = 0; u <= r; ++u) p.s[r][u] = row_dot(p.q, r, p.k, u) / std::sqrt(double(HS));
     const double gain = *std::max_element(&p.s[r][tile], &p.s[r][r + 1]) -
                         *std::max_element(&p.s[r][0], &p.s[r][tile]);
     if (gain > best) best = gain, p.row = r;
@@ -240,7 +240,7 @@ void tile_crossing(Printer& out, uint64_t seed, bool rescale = true) {
 }
 
 void run_attention(Printer& out, uint64_t seed) {
-  const Problem p = make_problem(seed);
+  const AttentionProblem p = make_attention_problem(seed);
   const double scale = 1.0 / std::sqrt(double(HS));
   out.title("attention: out[t] = sum_u softmax_u(q_t.k_u / sqrt(hs)) v_u, u <= t");
   out.line("(one head, T=3, hs=2; the causal mask keeps u <= t)");
@@ -250,7 +250,7 @@ void run_attention(Printer& out, uint64_t seed) {
   std::vector<double> s(size_t(T) * T, 0.0);
   for (int t = 0; t < T; ++t) {
     for (int u = 0; u <= t; ++u) {
-      s[size_t(t) * T + u] = dot(p.q, t, p.k, u) * scale;
+      s[size_t(t) * T + u] = row_dot(p.q, t, p.k, u) * scale;
       out.line("  " + at("s", t, u) + " = (" + in2(p.q[t * HS]) + "*" + in2(p.k[u * HS]) + " + " +
                in2(p.q[t * HS + 1]) + "*" + in2(p.k[u * HS + 1]) +
                ") * 0.7071 = " + num(s[size_t(t) * T + u], "%.4f"));
@@ -345,7 +345,7 @@ void run_attention(Printer& out, uint64_t seed) {
 }
 
 void run_attention_backward(Printer& out, uint64_t seed) {
-  const Problem p = make_problem(seed);
+  const AttentionProblem p = make_attention_problem(seed);
   const double scale = 1.0 / std::sqrt(double(HS));
   out.title("attention backward: dv, dP, dS = P*(dP - rowsum(P*dP)), dq, dk");
   out.line("(one head, T=3, hs=2; the same q, k, v as `reftrain explain attention`)");
@@ -358,7 +358,7 @@ void run_attention_backward(Printer& out, uint64_t seed) {
   out.section("dP[t][u] = dout_t . v_u  (u <= t; 0 above the diagonal)");
   std::vector<double> dP(size_t(T) * T, 0.0);
   for (int t = 0; t < T; ++t) {
-    for (int u = 0; u <= t; ++u) dP[size_t(t) * T + u] = dot(p.dout, t, p.v, u);
+    for (int u = 0; u <= t; ++u) dP[size_t(t) * T + u] = row_dot(p.dout, t, p.v, u);
   }
   out.mat("dP", dP, T, T);
 
@@ -405,7 +405,7 @@ void run_attention_backward(Printer& out, uint64_t seed) {
   out.section("the fused backward (attention_backward_fast) keeps no P: D_t = dout_t . out_t,");
   out.line("  then p = exp(s - lse_t) recomputed, tile by tile");
   std::vector<double> Dfused(T);
-  for (int t = 0; t < T; ++t) Dfused[t] = dot(p.dout, t, y, t);
+  for (int t = 0; t < T; ++t) Dfused[t] = row_dot(p.dout, t, y, t);
   out.vec("D = dout_t . out_t", Dfused);
   agree(out, "D vs rowsum(P*dP)", Dfused, D);
   std::vector<double> fq, fk, fv;

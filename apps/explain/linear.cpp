@@ -20,13 +20,13 @@ void sum_line(Printer& out, const std::string& name, const std::string& terms, d
   out.line("  " + name + " = " + terms + " = " + num(result, "%.4f"));
 }
 
-struct Problem {
+struct LinearProblem {
   std::vector<double> inp, w, b, dout;
 };
 
-Problem make_problem(uint64_t seed) {
+LinearProblem make_linear_problem(uint64_t seed) {
   Inputs in(seed);
-  Problem p;
+  LinearProblem p;
   p.inp = in.uniform(size_t(N) * K, -1, 1);
   p.w = in.uniform(size_t(O) * K, -1, 1);
   p.b = in.uniform(O, -1, 1);
@@ -34,7 +34,7 @@ Problem make_problem(uint64_t seed) {
   return p;
 }
 
-void print_inputs(Printer& out, const Problem& p) {
+void print_inputs(Printer& out, const LinearProblem& p) {
   out.section("inputs");
   out.mat("inp [N,K]", p.inp, N, K);
   out.mat("w [O,K] (nn.Linear layout: row o holds output o's weights)", p.w, O, K);
@@ -49,7 +49,7 @@ std::vector<double> forward(const std::vector<double>& inp, const std::vector<do
 }
 
 // L = sum(dout * out): its gradient with respect to out is exactly dout.
-double loss(const Problem& p, const std::vector<double>& inp, const std::vector<double>& w,
+double loss(const LinearProblem& p, const std::vector<double>& inp, const std::vector<double>& w,
             const std::vector<double>& b) {
   const std::vector<double> y = forward(inp, w, b);
   double l = 0.0;
@@ -57,7 +57,7 @@ double loss(const Problem& p, const std::vector<double>& inp, const std::vector<
   return l;
 }
 
-void fd_check(Printer& out, const Problem& p, const std::vector<double>& dinp,
+void fd_check(Printer& out, const LinearProblem& p, const std::vector<double>& dinp,
               const std::vector<double>& dw, const std::vector<double>& db) {
   out.section("finite-difference check of L = sum(dout * out), step 1e-6");
   const double h = 1e-6;
@@ -78,7 +78,7 @@ void fd_check(Printer& out, const Problem& p, const std::vector<double>& dinp,
 }
 
 void run_linear(Printer& out, uint64_t seed) {
-  const Problem p = make_problem(seed);
+  const LinearProblem p = make_linear_problem(seed);
   out.title("linear: out = inp * w^T + b   (N=2, K=3, O=2)");
   print_inputs(out, p);
 
@@ -110,7 +110,7 @@ void run_linear(Printer& out, uint64_t seed) {
 }
 
 void run_linear_backward(Printer& out, uint64_t seed) {
-  const Problem p = make_problem(seed);
+  const LinearProblem p = make_linear_problem(seed);
   out.title("linear backward: dinp += dout*w, dw += dout^T*inp, db += sum_r dout");
   print_inputs(out, p);
   const std::vector<double> y = forward(p.inp, p.w, p.b);

@@ -378,7 +378,7 @@ void check_tensors(const SafetensorsFile& file, const ModelConfig& cfg, const Pa
   }
 }
 
-bool same_shape(const ModelConfig& a, const ModelConfig& b) {
+bool same_hf_shape(const ModelConfig& a, const ModelConfig& b) {
   return a.arch == b.arch && a.layers == b.layers && a.heads == b.heads &&
          a.channels == b.channels && a.max_seq == b.max_seq && a.vocab == b.vocab &&
          a.padded_vocab == b.padded_vocab && a.ffn == b.ffn && a.rope_theta == b.rope_theta &&
@@ -421,7 +421,7 @@ void check_hf_weights(const std::string& path, const ModelConfig& cfg) {
 void load_hf_weights(const std::string& path, const ModelConfig& cfg, const ParamLayout& layout,
                      float* w) {
   // The config is read again: it must still describe the model `cfg` was made from.
-  if (!same_shape(read_hf_config(path), cfg)) {
+  if (!same_hf_shape(read_hf_config(path), cfg)) {
     throw input_error("Hugging Face model " + printable(path, 200) +
                       " no longer matches the shape read from its config.json");
   }

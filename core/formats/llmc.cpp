@@ -84,7 +84,7 @@ ModelConfig read_header(InputFile& in) {
   return cfg;
 }
 
-bool same_shape(const ModelConfig& a, const ModelConfig& b) {
+bool same_llmc_shape(const ModelConfig& a, const ModelConfig& b) {
   return a.layers == b.layers && a.heads == b.heads && a.channels == b.channels &&
          a.max_seq == b.max_seq && a.vocab == b.vocab && a.padded_vocab == b.padded_vocab;
 }
@@ -100,7 +100,7 @@ void load_llmc_weights(const std::string& path, const ModelConfig& cfg, const Pa
                        float* w) {
   InputFile in(path, "checkpoint");
   // The file is read again: it must still be the checkpoint whose header gave `cfg`.
-  if (!same_shape(read_header(in), cfg)) {
+  if (!same_llmc_shape(read_header(in), cfg)) {
     throw input_error(in.name() + " no longer matches the model shape read from its header");
   }
   uint64_t offset = kHeaderBytes;

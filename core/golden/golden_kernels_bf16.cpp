@@ -86,7 +86,7 @@ void put_bf16(FixtureIo<T>& io, const std::string& name, std::vector<int64_t> sh
 
 // The fixtures' products run the reference path; the large case's the best path, bit-identical
 // by ops/matmul_bf16.h's contract (the scalar reference takes minutes at that size).
-MatmulBf16 fixture_matmul(const KernelDims& d) {
+MatmulBf16 fixture_matmul_bf16(const KernelDims& d) {
   return MatmulBf16(d.name == "large" ? bf16_best_path() : Bf16Path::kReference);
 }
 
@@ -125,7 +125,7 @@ void run_cast_f32_to_bf16(FixtureIo<float>& io, const KernelDims& d) {
 
 // ---- the linear products -------------------------------------------------------------------
 
-Json linear_params(const KernelDims& d) {
+Json linear_bf16_params(const KernelDims& d) {
   return {{"N", d.N()}, {"K", d.C}, {"O", d.F}};
 }
 
@@ -133,13 +133,13 @@ Json make_linear_forward_bf16(FixtureGen& g, const KernelDims& d) {
   bf16_normal(g, "inp16", {d.N(), d.C}, 1.0);
   bf16_normal(g, "w16", {d.F, d.C}, 0.2);
   g.normal("b", {d.F}, 0.1);
-  return linear_params(d);
+  return linear_bf16_params(d);
 }
 
 void run_linear_forward_bf16(FixtureIo<float>& io, const KernelDims& d) {
   const int N = d.N(), K = d.C, O = d.F;
   std::vector<float> out(size_t(N) * O);
-  MatmulBf16 mm = fixture_matmul(d);
+  MatmulBf16 mm = fixture_matmul_bf16(d);
   linear_forward_bf16(mm, out.data(), get_bf16(io, "inp16").data(), get_bf16(io, "w16").data(),
                       io.get("b").data(), N, K, O);
   io.put("out", {N, O}, out);
@@ -163,13 +163,13 @@ Json make_linear_backward_data_bf16(FixtureGen& g, const KernelDims& d) {
   g.normal("dinp_in", {d.N(), d.C}, 0.1);
   bf16_normal(g, "dout16", {d.N(), d.F}, 1.0);
   bf16_normal(g, "w16", {d.F, d.C}, 0.2);
-  return linear_params(d);
+  return linear_bf16_params(d);
 }
 
 void run_linear_backward_data_bf16(FixtureIo<float>& io, const KernelDims& d) {
   const int N = d.N(), K = d.C, O = d.F;
   std::vector<float> dinp = io.get("dinp_in");
-  MatmulBf16 mm = fixture_matmul(d);
+  MatmulBf16 mm = fixture_matmul_bf16(d);
   linear_backward_data_bf16(mm, dinp.data(), get_bf16(io, "dout16").data(),
                             get_bf16(io, "w16").data(), N, K, O);
   io.put("dinp", {N, K}, dinp);
@@ -197,13 +197,13 @@ Json make_linear_backward_weight_bf16(FixtureGen& g, const KernelDims& d) {
   const std::vector<bf16> dout16 = rounded(dout);
   g.add_raw("dout16", DType::kBF16, {d.N(), d.F}, dout16.data());
   bf16_normal(g, "inp16", {d.N(), d.C}, 1.0);
-  return linear_params(d);
+  return linear_bf16_params(d);
 }
 
 void run_linear_backward_weight_bf16(FixtureIo<float>& io, const KernelDims& d) {
   const int N = d.N(), K = d.C, O = d.F;
   std::vector<float> dw = io.get("dw_in"), db = io.get("db_in");
-  MatmulBf16 mm = fixture_matmul(d);
+  MatmulBf16 mm = fixture_matmul_bf16(d);
   linear_backward_weight_bf16(mm, dw.data(), db.data(), io.get("dout").data(),
                               get_bf16(io, "dout16").data(), get_bf16(io, "inp16").data(), N, K, O);
   io.put("dw", {O, K}, dw);
@@ -229,7 +229,7 @@ void run_linear_backward_weight_bf16_f64(FixtureIo<double>& io, const KernelDims
 
 // ---- the attention -------------------------------------------------------------------------
 
-Json attention_params(const KernelDims& d) {
+Json attention_bf16_params(const KernelDims& d) {
   return {{"B", d.B}, {"T", d.T}, {"C", d.C}, {"NH", d.NH}, {"hs", d.C / d.NH}};
 }
 
@@ -239,13 +239,13 @@ size_t att_size(const KernelDims& d) {
 
 Json make_attention_forward_bf16(FixtureGen& g, const KernelDims& d) {
   bf16_normal(g, "qkv16", {d.B, d.T, 3 * d.C}, 1.0);
-  return attention_params(d);
+  return attention_bf16_params(d);
 }
 
 void run_attention_forward_bf16(FixtureIo<float>& io, const KernelDims& d) {
   std::vector<float> out(size_t(d.N()) * d.C), att(att_size(d));
   std::vector<bf16> att16(att_size(d));
-  MatmulBf16 mm = fixture_matmul(d);
+  MatmulBf16 mm = fixture_matmul_bf16(d);
   attention_forward_bf16(mm, out.data(), att.data(), att16.data(), get_bf16(io, "qkv16").data(),
                          d.B, d.T, d.C, d.NH);
   io.put("out", {d.B, d.T, d.C}, out);
@@ -297,16 +297,16 @@ Json make_attention_backward_bf16(FixtureGen& g, const KernelDims& d) {
   const std::vector<bf16> qkv16 = bf16_normal(g, "qkv16", {d.B, d.T, 3 * d.C}, 1.0);
   std::vector<float> out(size_t(d.N()) * d.C), att(att_size(d));
   std::vector<bf16> att16(att_size(d));
-  MatmulBf16 mm = fixture_matmul(d);
+  MatmulBf16 mm = fixture_matmul_bf16(d);
   attention_forward_bf16(mm, out.data(), att.data(), att16.data(), qkv16.data(), d.B, d.T, d.C,
                          d.NH);
   g.add("att", {d.B, d.NH, d.T, d.T}, att);
   g.add_raw("att16", DType::kBF16, {d.B, d.NH, d.T, d.T}, att16.data());
-  return attention_params(d);
+  return attention_bf16_params(d);
 }
 
 void run_attention_backward_bf16(FixtureIo<float>& io, const KernelDims& d) {
-  MatmulBf16 mm = fixture_matmul(d);
+  MatmulBf16 mm = fixture_matmul_bf16(d);
   const size_t scratch = size_t(mm.threads()) * d.T * d.T;  // one [T,T] per thread
   std::vector<float> dqkv = io.get("dqkv_in"), dp(scratch);
   std::vector<bf16> ds16(scratch);

@@ -11,7 +11,7 @@ namespace reftrain {
 
 namespace {
 
-std::string layer_name(int l, const char* rest) {
+std::string gpt2_layer_name(int l, const char* rest) {
   return "transformer.h." + std::to_string(l) + "." + rest;
 }
 
@@ -58,18 +58,18 @@ ParamLayout gpt2_param_layout(const ModelConfig& cfg) {
   t.back().init_rows = cfg.vocab;  // padding rows V..Vp-1 stay 0
   add("transformer.wpe.weight", {cfg.max_seq, C});
   for (int l = 0; l < cfg.layers; ++l) {
-    add(layer_name(l, "ln_1.weight"), {C});
-    add(layer_name(l, "ln_1.bias"), {C});
-    add(layer_name(l, "attn.c_attn.weight"), {3 * C, C});
-    add(layer_name(l, "attn.c_attn.bias"), {3 * C});
-    add(layer_name(l, "attn.c_proj.weight"), {C, C});
-    add(layer_name(l, "attn.c_proj.bias"), {C});
-    add(layer_name(l, "ln_2.weight"), {C});
-    add(layer_name(l, "ln_2.bias"), {C});
-    add(layer_name(l, "mlp.c_fc.weight"), {4 * C, C});
-    add(layer_name(l, "mlp.c_fc.bias"), {4 * C});
-    add(layer_name(l, "mlp.c_proj.weight"), {C, 4 * C});
-    add(layer_name(l, "mlp.c_proj.bias"), {C});
+    add(gpt2_layer_name(l, "ln_1.weight"), {C});
+    add(gpt2_layer_name(l, "ln_1.bias"), {C});
+    add(gpt2_layer_name(l, "attn.c_attn.weight"), {3 * C, C});
+    add(gpt2_layer_name(l, "attn.c_attn.bias"), {3 * C});
+    add(gpt2_layer_name(l, "attn.c_proj.weight"), {C, C});
+    add(gpt2_layer_name(l, "attn.c_proj.bias"), {C});
+    add(gpt2_layer_name(l, "ln_2.weight"), {C});
+    add(gpt2_layer_name(l, "ln_2.bias"), {C});
+    add(gpt2_layer_name(l, "mlp.c_fc.weight"), {4 * C, C});
+    add(gpt2_layer_name(l, "mlp.c_fc.bias"), {4 * C});
+    add(gpt2_layer_name(l, "mlp.c_proj.weight"), {C, 4 * C});
+    add(gpt2_layer_name(l, "mlp.c_proj.bias"), {C});
   }
   add("transformer.ln_f.weight", {C});
   add("transformer.ln_f.bias", {C});
@@ -83,15 +83,16 @@ Gpt2Tensors gpt2_tensors(const ParamLayout& layout, int layers, float* base) {
   t.wpe = at("transformer.wpe.weight");
   for (int l = 0; l < layers; ++l) {
     Gpt2Tensors::Layer y;
-    y.ln1w = at(layer_name(l, "ln_1.weight")), y.ln1b = at(layer_name(l, "ln_1.bias"));
-    y.qkvw = at(layer_name(l, "attn.c_attn.weight")),
-    y.qkvb = at(layer_name(l, "attn.c_attn.bias"));
-    y.attprojw = at(layer_name(l, "attn.c_proj.weight"));
-    y.attprojb = at(layer_name(l, "attn.c_proj.bias"));
-    y.ln2w = at(layer_name(l, "ln_2.weight")), y.ln2b = at(layer_name(l, "ln_2.bias"));
-    y.fcw = at(layer_name(l, "mlp.c_fc.weight")), y.fcb = at(layer_name(l, "mlp.c_fc.bias"));
-    y.fcprojw = at(layer_name(l, "mlp.c_proj.weight"));
-    y.fcprojb = at(layer_name(l, "mlp.c_proj.bias"));
+    y.ln1w = at(gpt2_layer_name(l, "ln_1.weight")), y.ln1b = at(gpt2_layer_name(l, "ln_1.bias"));
+    y.qkvw = at(gpt2_layer_name(l, "attn.c_attn.weight")),
+    y.qkvb = at(gpt2_layer_name(l, "attn.c_attn.bias"));
+    y.attprojw = at(gpt2_layer_name(l, "attn.c_proj.weight"));
+    y.attprojb = at(gpt2_layer_name(l, "attn.c_proj.bias"));
+    y.ln2w = at(gpt2_layer_name(l, "ln_2.weight")), y.ln2b = at(gpt2_layer_name(l, "ln_2.bias"));
+    y.fcw = at(gpt2_layer_name(l, "mlp.c_fc.weight")),
+    y.fcb = at(gpt2_layer_name(l, "mlp.c_fc.bias"));
+    y.fcprojw = at(gpt2_layer_name(l, "mlp.c_proj.weight"));
+    y.fcprojb = at(gpt2_layer_name(l, "mlp.c_proj.bias"));
     t.layers.push_back(y);
   }
   t.lnfw = at("transformer.ln_f.weight");

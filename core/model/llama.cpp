@@ -7,7 +7,7 @@ namespace reftrain {
 
 namespace {
 
-std::string layer_name(int l, const char* rest) {
+std::string llama_layer_name(int l, const char* rest) {
   return "model.layers." + std::to_string(l) + "." + rest;
 }
 
@@ -48,15 +48,15 @@ ParamLayout llama_param_layout(const ModelConfig& cfg) {
   add("model.embed_tokens.weight", {cfg.padded_vocab, C}, ParamInit::kNormal);
   t.back().init_rows = cfg.vocab;
   for (int l = 0; l < cfg.layers; ++l) {
-    add(layer_name(l, "input_layernorm.weight"), {C}, ParamInit::kOnes);
-    add(layer_name(l, "self_attn.q_proj.weight"), {C, C}, ParamInit::kNormal);
-    add(layer_name(l, "self_attn.k_proj.weight"), {C, C}, ParamInit::kNormal);
-    add(layer_name(l, "self_attn.v_proj.weight"), {C, C}, ParamInit::kNormal);
-    add(layer_name(l, "self_attn.o_proj.weight"), {C, C}, ParamInit::kNormalResidual);
-    add(layer_name(l, "post_attention_layernorm.weight"), {C}, ParamInit::kOnes);
-    add(layer_name(l, "mlp.gate_proj.weight"), {F, C}, ParamInit::kNormal);
-    add(layer_name(l, "mlp.up_proj.weight"), {F, C}, ParamInit::kNormal);
-    add(layer_name(l, "mlp.down_proj.weight"), {C, F}, ParamInit::kNormalResidual);
+    add(llama_layer_name(l, "input_layernorm.weight"), {C}, ParamInit::kOnes);
+    add(llama_layer_name(l, "self_attn.q_proj.weight"), {C, C}, ParamInit::kNormal);
+    add(llama_layer_name(l, "self_attn.k_proj.weight"), {C, C}, ParamInit::kNormal);
+    add(llama_layer_name(l, "self_attn.v_proj.weight"), {C, C}, ParamInit::kNormal);
+    add(llama_layer_name(l, "self_attn.o_proj.weight"), {C, C}, ParamInit::kNormalResidual);
+    add(llama_layer_name(l, "post_attention_layernorm.weight"), {C}, ParamInit::kOnes);
+    add(llama_layer_name(l, "mlp.gate_proj.weight"), {F, C}, ParamInit::kNormal);
+    add(llama_layer_name(l, "mlp.up_proj.weight"), {F, C}, ParamInit::kNormal);
+    add(llama_layer_name(l, "mlp.down_proj.weight"), {C, F}, ParamInit::kNormalResidual);
   }
   add("model.norm.weight", {C}, ParamInit::kOnes);
   add("lm_head.weight", {cfg.padded_vocab, C}, ParamInit::kNormal);
@@ -70,15 +70,15 @@ LlamaTensors llama_tensors(const ParamLayout& layout, int layers, float* base) {
   t.emb = at("model.embed_tokens.weight");
   for (int l = 0; l < layers; ++l) {
     LlamaTensors::Layer y;
-    y.rms1w = at(layer_name(l, "input_layernorm.weight"));
-    y.wq = at(layer_name(l, "self_attn.q_proj.weight"));
-    y.wk = at(layer_name(l, "self_attn.k_proj.weight"));
-    y.wv = at(layer_name(l, "self_attn.v_proj.weight"));
-    y.wo = at(layer_name(l, "self_attn.o_proj.weight"));
-    y.rms2w = at(layer_name(l, "post_attention_layernorm.weight"));
-    y.wgate = at(layer_name(l, "mlp.gate_proj.weight"));
-    y.wup = at(layer_name(l, "mlp.up_proj.weight"));
-    y.wdown = at(layer_name(l, "mlp.down_proj.weight"));
+    y.rms1w = at(llama_layer_name(l, "input_layernorm.weight"));
+    y.wq = at(llama_layer_name(l, "self_attn.q_proj.weight"));
+    y.wk = at(llama_layer_name(l, "self_attn.k_proj.weight"));
+    y.wv = at(llama_layer_name(l, "self_attn.v_proj.weight"));
+    y.wo = at(llama_layer_name(l, "self_attn.o_proj.weight"));
+    y.rms2w = at(llama_layer_name(l, "post_attention_layernorm.weight"));
+    y.wgate = at(llama_layer_name(l, "mlp.gate_proj.weight"));
+    y.wup = at(llama_layer_name(l, "mlp.up_proj.weight"));
+    y.wdown = at(llama_layer_name(l, "mlp.down_proj.weight"));
     t.layers.push_back(y);
   }
   t.rmsfw = at("model.norm.weight");

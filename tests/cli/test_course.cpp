@@ -22,8 +22,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kRoot = fs::path(REFTRAIN_SOURCE_DIR);
-const fs::path kReadme = kRoot / "docs" / "README.md";
+const fs::path kRepo = fs::path(REFTRAIN_SOURCE_DIR);
+const fs::path kReadme = kRepo / "docs" / "README.md";
 
 // The relative targets of the markdown links `[text](target)` of `text`, without #anchors;
 // web addresses (scheme://) and same-page anchors are left out.
@@ -56,12 +56,12 @@ fs::path next_of(const fs::path& page) {
 // The course's pages: every study page, and the chapters the README's reading order names.
 std::set<fs::path> course_pages() {
   std::set<fs::path> pages;
-  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+  for (const auto& e : fs::directory_iterator(kRepo / "docs" / "kernels")) {
     if (e.path().extension() == ".md") pages.insert(fs::weakly_canonical(e.path()));
   }
   for (const char* chapter : {"training.md", "map.md"}) {
-    if (fs::exists(kRoot / "docs" / chapter)) {
-      pages.insert(fs::weakly_canonical(kRoot / "docs" / chapter));
+    if (fs::exists(kRepo / "docs" / chapter)) {
+      pages.insert(fs::weakly_canonical(kRepo / "docs" / chapter));
     }
   }
   return pages;
@@ -103,9 +103,9 @@ TEST(Course, TheNextLinksWalkEveryPageOnceFromTheReadme) {
 }
 
 TEST(Course, NoLinkLeavesTheRepository) {
-  const std::string root = fs::weakly_canonical(kRoot).string() + "/";
-  std::vector<fs::path> docs = {kRoot / "ops" / "KERNELS.md"};
-  for (const auto& e : fs::recursive_directory_iterator(kRoot / "docs")) {
+  const std::string root = fs::weakly_canonical(kRepo).string() + "/";
+  std::vector<fs::path> docs = {kRepo / "ops" / "KERNELS.md"};
+  for (const auto& e : fs::recursive_directory_iterator(kRepo / "docs")) {
     if (e.path().extension() == ".md") docs.push_back(e.path());
   }
   ASSERT_GT(docs.size(), 20u);
@@ -182,7 +182,7 @@ std::vector<std::pair<std::string, std::string>> definitions(const std::string& 
 TEST(Course, EveryPagesSymbolsAreInTheNotationTable) {
   const std::set<std::string> table = notation();
   ASSERT_GT(table.size(), 30u);
-  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+  for (const auto& e : fs::directory_iterator(kRepo / "docs" / "kernels")) {
     const std::string text = read_file(e.path().string());
     ASSERT_NE(text.find("\nSymbols: "), std::string::npos)
         << e.path() << " has no \"Symbols:\" line";
@@ -207,7 +207,7 @@ TEST(Course, NoSymbolHasTwoRowsInTheNotationTable) {
 TEST(Course, NoPageDefinesATableSymbolItDoesNotList) {
   const std::set<std::string> table = notation();
   int checked = 0;
-  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+  for (const auto& e : fs::directory_iterator(kRepo / "docs" / "kernels")) {
     const std::string text = read_file(e.path().string());
     const std::set<std::string> listed = listed_symbols(text);
     for (const auto& [sym, line] : definitions(text)) {
@@ -248,7 +248,7 @@ TEST(Course, EveryPageOpensWithAnIntuition) {
 TEST(Course, EveryKernelPageEndsWithExercisesTheProgramChecks) {
   static const std::regex numbered(R"(\n(\d)\. )");
   static const std::regex checked(R"(<!-- reftrain explain [a-z0-9_]+ --exercise \d+ -->)");
-  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+  for (const auto& e : fs::directory_iterator(kRepo / "docs" / "kernels")) {
     const std::string text = read_file(e.path().string());
     const size_t at = text.find("\n## Exercises\n");
     ASSERT_NE(at, std::string::npos) << e.path().filename() << " has no \"## Exercises\"";
@@ -270,7 +270,7 @@ TEST(Course, EveryKernelPageEndsWithExercisesTheProgramChecks) {
 // derivations, the reference code, the worked example).
 TEST(Course, TheEngineersSectionsComeAfterTheMathPath) {
   static const std::regex heading(R"(\n## ([^\n]+))");
-  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+  for (const auto& e : fs::directory_iterator(kRepo / "docs" / "kernels")) {
     const std::string text = read_file(e.path().string());
     bool engineer = false;
     for (auto it = std::sregex_iterator(text.begin(), text.end(), heading);

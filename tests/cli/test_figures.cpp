@@ -20,7 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kRoot = fs::path(REFTRAIN_SOURCE_DIR);
+const fs::path kRepoRoot = fs::path(REFTRAIN_SOURCE_DIR);
 
 // The figures the program writes into `dir`: NAME -> the page that shows it (the "(page)" that
 // --figures prints after each path).
@@ -43,7 +43,7 @@ TEST(Figures, TheCommittedFiguresAreWhatTheProgramWrites) {
   const std::map<std::string, std::string> figures = write_figures(dir);
   ASSERT_GE(figures.size(), 15u);
   for (const auto& [name, page] : figures) {
-    const fs::path committed = kRoot / "docs" / "img" / (name + ".svg");
+    const fs::path committed = kRepoRoot / "docs" / "img" / (name + ".svg");
     ASSERT_TRUE(fs::exists(committed)) << committed << ": run ./build/reftrain explain --figures "
                                        << "docs/img and commit the new figure";
     const std::string written = read_file(dir.file("img/" + name + ".svg"));
@@ -60,12 +60,12 @@ TEST(Figures, EachFigureIsShownOnItsPageAndEveryPageHasOne) {
   const std::map<std::string, std::string> figures = write_figures(dir);
   std::set<std::string> pages_with_a_figure;
   for (const auto& [name, page] : figures) {
-    const std::string text = read_file((kRoot / page).string());
+    const std::string text = read_file((kRepoRoot / page).string());
     EXPECT_NE(text.find("img/" + name + ".svg)"), std::string::npos)
         << page << " does not show " << name << ".svg";
     pages_with_a_figure.insert(fs::path(page).filename().string());
   }
-  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+  for (const auto& e : fs::directory_iterator(kRepoRoot / "docs" / "kernels")) {
     EXPECT_TRUE(pages_with_a_figure.count(e.path().filename().string()))
         << e.path().filename() << " shows no figure of `reftrain explain --figures`";
   }
@@ -73,17 +73,17 @@ TEST(Figures, EachFigureIsShownOnItsPageAndEveryPageHasOne) {
 }
 
 TEST(Figures, EveryBoxOfTheMapLinksToAPageThatExists) {
-  const std::string svg = read_file((kRoot / "docs" / "img" / "map.svg").string());
+  const std::string svg = read_file((kRepoRoot / "docs" / "img" / "map.svg").string());
   static const std::regex href("<a href=\"([^\"]+)\">");
   std::set<std::string> targets;
   for (auto it = std::sregex_iterator(svg.begin(), svg.end(), href); it != std::sregex_iterator();
        ++it) {
-    const fs::path target = kRoot / "docs" / "img" / (*it)[1].str();
+    const fs::path target = kRepoRoot / "docs" / "img" / (*it)[1].str();
     EXPECT_TRUE(fs::is_regular_file(target)) << (*it)[1];
     targets.insert(fs::weakly_canonical(target).filename().string());
   }
   // Every study page is on the map.
-  for (const auto& e : fs::directory_iterator(kRoot / "docs" / "kernels")) {
+  for (const auto& e : fs::directory_iterator(kRepoRoot / "docs" / "kernels")) {
     if (e.path().filename() == "00_backprop.md") continue;  // the primer: no kernel to place
     EXPECT_TRUE(targets.count(e.path().filename().string()))
         << "the map has no box for " << e.path().filename();
@@ -115,9 +115,9 @@ TEST(Figures, TheTinyLossCurveIsTheRunThePageDescribes) {
                    " --title 'tiny, 300 steps: train and validation loss'");
   ASSERT_EQ(plot.exit_code, 0) << plot.output;
   EXPECT_EQ(read_file(dir.file("tiny_300_steps.svg")),
-            read_file((kRoot / "docs" / "img" / "tiny_300_steps.svg").string()))
+            read_file((kRepoRoot / "docs" / "img" / "tiny_300_steps.svg").string()))
       << "rerun docs/training.md's commands and commit the new figure";
-  const std::string page = read_file((kRoot / "docs" / "training.md").string());
+  const std::string page = read_file((kRepoRoot / "docs" / "training.md").string());
   const std::string trace = read_file(dir.file("tiny.jsonl"));
   struct Quote {
     const char* type;

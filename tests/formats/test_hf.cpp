@@ -44,7 +44,7 @@ const MirrorCase kCases[] = {{"gpt2_f32", "gpt2", "F32"},
                              {"llama_f16", "llama", "F16"}};
 
 // Runs hf_mirror.py on `jobs` (one Python start for all of them).
-void run_mirror(const TempDir& dir, const json& jobs) {
+void run_hf_mirror(const TempDir& dir, const json& jobs) {
   const std::string path = dir.file("jobs.json");
   testing::write_file(path, jobs.dump());
   const std::string cmd = testing::python_script("hf_mirror.py") + " " + path;
@@ -128,7 +128,7 @@ const TempDir& mirror_models() {
                       {"buffers", c.buffers},
                       {"out", d->file(std::string(c.name) + ".out.safetensors")}});
     }
-    run_mirror(*d, jobs);
+    run_hf_mirror(*d, jobs);
     return d;
   }();
   return *dir;
@@ -266,7 +266,7 @@ TEST(HfBinary, TrainExportImportRoundTrip) {
     EXPECT_EQ(first_val, last_val) << "validation loss after the import differs";
     jobs.push_back({{"op", "loss"}, {"dir", hf}, {"out", dir.file(p + "-mirror.safetensors")}});
   }
-  run_mirror(dir, jobs);
+  run_hf_mirror(dir, jobs);
   for (size_t i = 0; i < ckpts.size(); ++i) {
     const MirrorResult m = read_mirror_result(jobs[i].at("out").get<std::string>());
     std::unique_ptr<Model> model = model_for(ckpts[i].meta.model, m);

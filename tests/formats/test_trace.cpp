@@ -28,7 +28,7 @@ TEST(Trace, WrittenTraceReadsBackBitExact) {
     w.write(Json{{"type", "step"}, {"step", 2}, {"loss", json_float(loss)}});
     w.write(Json{{"type", "note"}, {"text", "kept"}});
   }
-  const Trace t = read_trace(path);
+  const Trace t = reftrain::read_trace(path);
   EXPECT_EQ(t.run.at("preset"), "tiny");
   ASSERT_EQ(t.steps.size(), 2u);
   EXPECT_EQ(t.steps[0].at("loss").get<float>(), loss);
@@ -67,7 +67,7 @@ TEST(Trace, MalformedFilesAreInputErrorsNamingTheLine) {
   for (const auto& c : cases) {
     const std::string path = dir.file("bad.jsonl");
     write_text(path, c.text);
-    const std::string err = user_error_of([&] { read_trace(path); });
+    const std::string err = user_error_of([&] { reftrain::read_trace(path); });
     EXPECT_NE(err.find(path), std::string::npos) << err;
     EXPECT_NE(err.find(c.expect), std::string::npos) << c.text << " -> " << err;
   }
@@ -86,12 +86,12 @@ TEST(Trace, MalformedFilesAreInputErrorsNamingTheLine) {
   for (const auto& c : bodies) {
     const std::string path = dir.file("bad.jsonl");
     write_text(path, run + c.lines);
-    const std::string err = user_error_of([&] { read_trace(path); });
+    const std::string err = user_error_of([&] { reftrain::read_trace(path); });
     EXPECT_NE(err.find(c.expect), std::string::npos) << c.lines << " -> " << err;
   }
-  EXPECT_EQ(user_error_of([&] { read_trace(dir.file("missing.jsonl")); }),
+  EXPECT_EQ(user_error_of([&] { reftrain::read_trace(dir.file("missing.jsonl")); }),
             "trace " + dir.file("missing.jsonl") + " does not exist");
-  EXPECT_NE(user_error_of([&] { read_trace("/dev/zero"); }).find("not a regular file"),
+  EXPECT_NE(user_error_of([&] { reftrain::read_trace("/dev/zero"); }).find("not a regular file"),
             std::string::npos);
 }
 

@@ -29,11 +29,12 @@ const std::string kTree = REFTRAIN_BINARY_DIR "/nested-aarch64";
 // Configures and builds the aarch64 tree (reftrain and the kernel tests); false on failure.
 bool build_aarch64_tree() {
   const std::string cmake = REFTRAIN_CMAKE;
-  const std::string configure =
-      cmake + " -S " REFTRAIN_SOURCE_DIR " -B " + kTree +
-      " -G \"" REFTRAIN_GENERATOR "\" -DCMAKE_TOOLCHAIN_FILE=" REFTRAIN_SOURCE_DIR
-      "/cmake/toolchains/aarch64-linux-gnu.cmake"
-      " -DCMAKE_BUILD_TYPE=" REFTRAIN_BUILD_TYPE " -DREFTRAIN_BUILD_BENCH=OFF";
+  const std::string configure = cmake + " -S " REFTRAIN_SOURCE_DIR " -B " + kTree +
+                                " -G \"" REFTRAIN_GENERATOR
+                                "\" -DCMAKE_TOOLCHAIN_FILE=" REFTRAIN_SOURCE_DIR
+                                "/cmake/toolchains/aarch64-linux-gnu.cmake"
+                                " -DCMAKE_BUILD_TYPE=" REFTRAIN_BUILD_TYPE
+                                " -DREFTRAIN_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON";
   const CommandResult c = run_command(configure);
   EXPECT_EQ(c.exit_code, 0) << configure << "\n" << c.output;
   if (c.exit_code != 0) return false;

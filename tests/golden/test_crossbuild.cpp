@@ -28,7 +28,8 @@ std::string portable_reftrain() {
       cmake + " -S " REFTRAIN_SOURCE_DIR " -B " + kPortableDir +
       " -G \"" REFTRAIN_GENERATOR "\" -DCMAKE_CXX_COMPILER=" REFTRAIN_CXX_COMPILER
       " -DCMAKE_BUILD_TYPE=" REFTRAIN_BUILD_TYPE
-      " -DREFTRAIN_PORTABLE=ON -DREFTRAIN_BUILD_TESTS=OFF -DREFTRAIN_BUILD_BENCH=OFF";
+      " -DREFTRAIN_PORTABLE=ON -DREFTRAIN_BUILD_TESTS=OFF -DREFTRAIN_BUILD_BENCH=OFF"
+      " -DCMAKE_UNITY_BUILD=ON";
   const CommandResult c = run_command(configure);
   EXPECT_EQ(c.exit_code, 0) << configure << "\n" << c.output;
   const std::string build = cmake + " --build " + kPortableDir + " --target reftrain -j2";

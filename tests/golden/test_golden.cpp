@@ -42,7 +42,7 @@ std::string golden_run(const TempDir& dir, const std::string& name, const std::s
   return out;
 }
 
-std::string python(const std::string& script_and_args) {
+std::string torch_python(const std::string& script_and_args) {
   return std::string(REFTRAIN_TORCH_PYTHON) + " " REFTRAIN_SOURCE_DIR "/tests/torch/" +
          script_and_args;
 }
@@ -54,7 +54,7 @@ TEST(GoldenRun, WritesEveryFileAndATraceWithoutWallTimeOrBuild) {
                         "debug_state.safetensors", "build.json"}) {
     EXPECT_TRUE(std::filesystem::exists(out + "/" + f)) << f;
   }
-  const Trace t = read_trace(out + "/trace.jsonl");
+  const Trace t = reftrain::read_trace(out + "/trace.jsonl");
   ASSERT_EQ(t.steps.size(), 4u);
   const Json config = Json::parse(testing::read_file(out + "/config.json"));
   EXPECT_FALSE(config.contains("build"));
@@ -116,7 +116,7 @@ TEST(GoldenRun, InitLayoutAndDebugStateAreTheModels) {
   model->backward();
   const SafetensorsFile debug = read_safetensors(out + "/debug_state.safetensors");
   EXPECT_EQ(debug.get("loss").as<float>()[0], loss);
-  EXPECT_EQ(read_trace(out + "/trace.jsonl").steps[0].at("loss").get<float>(), loss);
+  EXPECT_EQ(reftrain::read_trace(out + "/trace.jsonl").steps[0].at("loss").get<float>(), loss);
   for (const ParamTensor& t : model->layout().tensors()) {
     const std::vector<float> g = debug.get("grad." + t.name).as<float>();
     EXPECT_TRUE(std::equal(g.begin(), g.end(), model->grads() + t.offset)) << t.name;
@@ -136,10 +136,10 @@ TEST(GoldenCli, BadArgumentsAreUsageErrorsAndAdamW8bitRuns) {
   EXPECT_EQ(testing::run_reftrain("golden").exit_code, 2);
   const std::string eight =
       golden_run(dir, "eight", "--preset tiny --steps 2 --optimizer adamw8bit");
-  EXPECT_EQ(read_trace(eight + "/trace.jsonl").steps.size(), 2u);
+  EXPECT_EQ(reftrain::read_trace(eight + "/trace.jsonl").steps.size(), 2u);
   // The replay covers adamw only, and says so.
   const testing::CommandResult r =
-      testing::run_command(python("replay.py " + eight + " --out " + dir.file("r")));
+      testing::run_command(torch_python("replay.py " + eight + " --out " + dir.file("r")));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("adamw runs only"), std::string::npos) << r.output;
 }
@@ -348,7 +348,7 @@ TEST_P(GoldenReplay, PassesCompare) {
                                         std::string("--preset ") + GetParam().preset +
                                             " --steps 50 --precision " + GetParam().precision,
                                         "", "");
-  const std::string cmd = python("replay.py " + golden + " --out " + dir.file("replay"));
+  const std::string cmd = torch_python("replay.py " + golden + " --out " + dir.file("replay"));
   const testing::CommandResult r = testing::run_command(cmd);
   ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   const testing::CommandResult c =
@@ -378,7 +378,8 @@ TEST(GoldenReplayGate, TellsFp32FromMixedPrecision) {
   const std::string mixed =
       golden_run(dir, "mixed", "--preset llama-tiny --steps 2 --precision mixed");
   const std::string replay = dir.file("r");
-  ASSERT_EQ(testing::run_command(python("replay.py " + mixed + " --out " + replay)).exit_code, 0);
+  ASSERT_EQ(testing::run_command(torch_python("replay.py " + mixed + " --out " + replay)).exit_code,
+            0);
   EXPECT_EQ(testing::run_reftrain("compare " + mixed + " " + replay).exit_code, 0);
   const testing::CommandResult c = testing::run_reftrain(
       "compare " + fp32 + "/debug_state.safetensors " + replay + "/debug_state.safetensors");

@@ -24,12 +24,12 @@
 namespace reftrain {
 namespace {
 
-uint32_t bits(float x) {
+uint32_t f32_bits(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
   return u;
 }
-float from_bits(uint32_t u) {
+float f32_from_bits(uint32_t u) {
   float x;
   std::memcpy(&x, &u, sizeof x);
   return x;
@@ -42,7 +42,7 @@ float from_bits(uint32_t u) {
 uint16_t ref_to_bf16(float x) {
   if (std::isnan(x)) return 0x7FC0;
   const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  if (std::isinf(x) || x == 0) return uint16_t(bits(x) >> 16);
+  if (std::isinf(x) || x == 0) return uint16_t(f32_bits(x) >> 16);
   const double a = std::fabs(double(x));
   int e;
   const double m = std::frexp(a, &e);  // a = m·2^e, m in [0.5, 1)
@@ -50,7 +50,7 @@ uint16_t ref_to_bf16(float x) {
                                              : std::ldexp(std::nearbyint(std::ldexp(m, 8)), e - 8);
   if (r < std::ldexp(1.0, -126)) return sign;
   if (r >= std::ldexp(1.0, 128)) return sign | 0x7F80;
-  return uint16_t(bits(float(r)) >> 16) | sign;
+  return uint16_t(f32_bits(float(r)) >> 16) | sign;
 }
 
 // Every upper half with low halves around the rounding points: 0, 1, just under/at/over half,
@@ -59,7 +59,7 @@ std::vector<float> conversion_cases() {
   std::vector<float> v;
   for (uint32_t hi = 0; hi < 0x10000; ++hi) {
     for (uint32_t lo : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
-      v.push_back(from_bits(hi << 16 | lo));
+      v.push_back(f32_from_bits(hi << 16 | lo));
     }
   }
   return v;
@@ -67,13 +67,13 @@ std::vector<float> conversion_cases() {
 
 TEST(Bf16Cast, ReferenceMatchesRoundingByValue) {
   for (float x : conversion_cases()) {
-    ASSERT_EQ(f32_to_bf16(x).bits, ref_to_bf16(x)) << "x bits 0x" << std::hex << bits(x);
+    ASSERT_EQ(f32_to_bf16(x).bits, ref_to_bf16(x)) << "x bits 0x" << std::hex << f32_bits(x);
   }
-  EXPECT_EQ(f32_to_bf16(3.4028235e38f).bits, 0x7F80);          // rounds up past the largest bf16
-  EXPECT_EQ(f32_to_bf16(from_bits(0x007FFFFF)).bits, 0x0080);  // rounds up to 2^-126: kept
-  EXPECT_EQ(f32_to_bf16(from_bits(0x007F8000)).bits, 0x0080);  // a tie, to even: 2^-126
-  EXPECT_EQ(f32_to_bf16(from_bits(0x807F7FFF)).bits, 0x8000);  // stays subnormal: -0
-  EXPECT_EQ(f32_to_bf16(from_bits(0xFFC12345)).bits, 0x7FC0);  // NaN: one quiet NaN
+  EXPECT_EQ(f32_to_bf16(3.4028235e38f).bits, 0x7F80);  // rounds up past the largest bf16
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0x007FFFFF)).bits, 0x0080);  // rounds up to 2^-126: kept
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0x007F8000)).bits, 0x0080);  // a tie, to even: 2^-126
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0x807F7FFF)).bits, 0x8000);  // stays subnormal: -0
+  EXPECT_EQ(f32_to_bf16(f32_from_bits(0xFFC12345)).bits, 0x7FC0);  // NaN: one quiet NaN
 }
 
 TEST(Bf16Cast, FastEqualsReferenceAndWideningIsExact) {
@@ -87,8 +87,8 @@ TEST(Bf16Cast, FastEqualsReferenceAndWideningIsExact) {
     cast_bf16_to_f32(back_ref.data(), ref.data(), n);
     cast_bf16_to_f32_fast(back_fast.data(), ref.data(), n);
     for (size_t i = 0; i < n; ++i) {
-      ASSERT_EQ(bits(back_ref[i]), uint32_t(ref[i].bits) << 16);
-      ASSERT_EQ(bits(back_fast[i]), uint32_t(ref[i].bits) << 16);
+      ASSERT_EQ(f32_bits(back_ref[i]), uint32_t(ref[i].bits) << 16);
+      ASSERT_EQ(f32_bits(back_fast[i]), uint32_t(ref[i].bits) << 16);
     }
   }
 }
@@ -99,19 +99,20 @@ TEST(Bf16Product, FlushRuleMatchesMeasuredX86) {
   const float min_normal = 0x1p-126f;
   // Exactly 2^-126 - 2^-150: std::fma rounds it up to 2^-126 (gradual underflow), the hardware
   // rounds it to 2^-126 - 2^-150 (24 bits), which is tiny: 0.
-  EXPECT_EQ(bits(fma_flush(1.0f - 0x1p-8f, 0x1p-126f, 0x1p-126f * 0x1p-16f * 0 + 0.0f)), 0u)
+  EXPECT_EQ(f32_bits(fma_flush(1.0f - 0x1p-8f, 0x1p-126f, 0x1p-126f * 0x1p-16f * 0 + 0.0f)), 0u)
       << "a product exactly representable as a subnormal";
-  EXPECT_EQ(bits(fma_flush(0x1p-52f, -0x1p-100f, min_normal)), bits(min_normal));  // -2^-152
-  EXPECT_EQ(bits(fma_flush(0x1p-52f, -0x1p-98f, min_normal)), 0u);     // exact 2^-126 - 2^-150
-  EXPECT_EQ(bits(fma_flush(-0x1p-70f, 0x1p-70f, 0.0f)), 0x80000000u);  // -tiny: -0
-  EXPECT_EQ(bits(add_flush(0x1.8p-126f, -0x1p-126f)), 0u);             // an exact subnormal sum: 0
-  EXPECT_EQ(bits(add_flush(0x1p-130f, 1.0f)), bits(1.0f));    // a subnormal input reads as 0
-  EXPECT_EQ(bits(fma_flush(0x1p-127f, 0x1p100f, 0.0f)), 0u);  // a subnormal factor reads as 0
+  EXPECT_EQ(f32_bits(fma_flush(0x1p-52f, -0x1p-100f, min_normal)),
+            f32_bits(min_normal));                                         // -2^-152
+  EXPECT_EQ(f32_bits(fma_flush(0x1p-52f, -0x1p-98f, min_normal)), 0u);     // exact 2^-126 - 2^-150
+  EXPECT_EQ(f32_bits(fma_flush(-0x1p-70f, 0x1p-70f, 0.0f)), 0x80000000u);  // -tiny: -0
+  EXPECT_EQ(f32_bits(add_flush(0x1.8p-126f, -0x1p-126f)), 0u);      // an exact subnormal sum: 0
+  EXPECT_EQ(f32_bits(add_flush(0x1p-130f, 1.0f)), f32_bits(1.0f));  // a subnormal input reads as 0
+  EXPECT_EQ(f32_bits(fma_flush(0x1p-127f, 0x1p100f, 0.0f)), 0u);    // a subnormal factor reads as 0
   // Non-finite results stay what the FMA makes: 0·Inf and Inf − Inf are NaN, Inf stays Inf.
   EXPECT_TRUE(std::isnan(fma_flush(0.0f, INFINITY, 1.0f)));
   EXPECT_TRUE(std::isnan(fma_flush(1.0f, INFINITY, -INFINITY)));
   EXPECT_TRUE(std::isnan(fma_flush(NAN, 1.0f, 0.0f)));
-  EXPECT_EQ(bits(fma_flush(2.0f, INFINITY, 1.0f)), bits(INFINITY));
+  EXPECT_EQ(f32_bits(fma_flush(2.0f, INFINITY, 1.0f)), f32_bits(INFINITY));
 }
 
 // The canonical order, spelled out differently from dot_bf16_canonical: all even terms of a
@@ -133,7 +134,8 @@ TEST(Bf16Product, CanonicalDotIsTheBlockedTwoChainOrder) {
       }
       c = add_flush(c, add_flush(e, o));
     }
-    EXPECT_EQ(bits(dot_bf16_canonical(0.25f, a.data(), 1, b.data(), 1, K)), bits(c)) << "K " << K;
+    EXPECT_EQ(f32_bits(dot_bf16_canonical(0.25f, a.data(), 1, b.data(), 1, K)), f32_bits(c))
+        << "K " << K;
   }
 }
 
@@ -154,7 +156,7 @@ std::vector<bf16> random_bf16(size_t n, std::mt19937& rng) {
   return v;
 }
 
-struct Shape {
+struct Bf16Shape {
   int M, N, K;
 };
 
@@ -182,8 +184,9 @@ void check_avx2_emulated(const GemmBf16& g, const std::vector<float>& c0,
                                          int(g.causal), threads);
     for (size_t i = 0; i < got.size(); ++i) {
       if (!wanted(causal, int(i / g.N), int(i % g.N))) continue;
-      ASSERT_EQ(bits(got[i]), bits(ref[i])) << "AVX2 emulated, threads " << threads << " M" << g.M
-                                            << " N" << g.N << " K" << g.K << " at " << i;
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(ref[i]))
+          << "AVX2 emulated, threads " << threads << " M" << g.M << " N" << g.N << " K" << g.K
+          << " at " << i;
     }
   }
 }
@@ -191,7 +194,7 @@ void check_avx2_emulated(const GemmBf16& g, const std::vector<float>& c0,
 
 // One product on every available path and thread count against the reference, bit for bit
 // (a causal product: with A's declared terms set to +0, on the outputs it wants).
-void check_all_paths(const Shape& s, Trans ta, Trans tb, int init_kind, std::mt19937& rng,
+void check_all_paths(const Bf16Shape& s, Trans ta, Trans tb, int init_kind, std::mt19937& rng,
                      Bf16Causal causal = Bf16Causal::kNone) {
   const size_t lda = ta == Trans::kNo ? s.K + 3 : s.M + 3,
                ldb = tb == Trans::kNo ? s.N + 5 : s.K + 5;
@@ -233,7 +236,7 @@ void check_all_paths(const Shape& s, Trans ta, Trans tb, int init_kind, std::mt1
       mm.run(g);
       for (size_t i = 0; i < got.size(); ++i) {
         if (!wanted(causal, int(i / s.N), int(i % s.N))) continue;
-        ASSERT_EQ(bits(got[i]), bits(ref[i]))
+        ASSERT_EQ(f32_bits(got[i]), f32_bits(ref[i]))
             << bf16_path_name(p) << " threads " << threads << " M" << s.M << " N" << s.N << " K"
             << s.K << " ta " << int(ta) << " tb " << int(tb) << " init " << init_kind << " causal "
             << int(causal) << " at " << i << ": " << got[i] << " vs " << ref[i];
@@ -247,9 +250,9 @@ void check_all_paths(const Shape& s, Trans ta, Trans tb, int init_kind, std::mt1
 
 TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
   std::mt19937 rng(29);
-  const std::vector<Shape> shapes = {{1, 1, 1},    {3, 5, 7},     {4, 32, 32},   {5, 33, 31},
-                                     {17, 40, 64}, {33, 65, 100}, {64, 96, 130}, {130, 50, 0}};
-  for (const Shape& s : shapes) {
+  const std::vector<Bf16Shape> shapes = {{1, 1, 1},    {3, 5, 7},     {4, 32, 32},   {5, 33, 31},
+                                         {17, 40, 64}, {33, 65, 100}, {64, 96, 130}, {130, 50, 0}};
+  for (const Bf16Shape& s : shapes) {
     for (Trans ta : {Trans::kNo, Trans::kYes}) {
       for (Trans tb : {Trans::kNo, Trans::kYes}) {
         for (int init = 0; init < 3; ++init) check_all_paths(s, ta, tb, init, rng);
@@ -262,9 +265,9 @@ TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
 // tiles and still gives the reference's bits, for square and ragged shapes, either layout of A.
 TEST(Bf16Matmul, CausalProductsEqualReference) {
   std::mt19937 rng(31);
-  const std::vector<Shape> shapes = {{64, 64, 64}, {96, 40, 96}, {37, 37, 37}, {130, 33, 130}};
+  const std::vector<Bf16Shape> shapes = {{64, 64, 64}, {96, 40, 96}, {37, 37, 37}, {130, 33, 130}};
   for (Bf16Causal causal : {Bf16Causal::kLowerOutput, Bf16Causal::kLowerA, Bf16Causal::kUpperA}) {
-    for (const Shape& s : shapes) {
+    for (const Bf16Shape& s : shapes) {
       for (Trans ta : {Trans::kNo, Trans::kYes}) {
         for (int init = 0; init < 3; ++init) check_all_paths(s, ta, Trans::kNo, init, rng, causal);
       }
@@ -289,15 +292,15 @@ TEST(Bf16Matmul, SkippedBlocksTurnMinusZeroIntoPlusZero) {
     gemm_bf16_reference(g, 1);
     // The row with no masked block keeps −0; the row with one becomes +0.
     const bool lower = causal == Bf16Causal::kLowerA;
-    EXPECT_EQ(bits(ref[0]), lower ? 0u : 0x80000000u);
-    EXPECT_EQ(bits(ref[size_t(n - 1) * n]), lower ? 0x80000000u : 0u);
+    EXPECT_EQ(f32_bits(ref[0]), lower ? 0u : 0x80000000u);
+    EXPECT_EQ(f32_bits(ref[size_t(n - 1) * n]), lower ? 0x80000000u : 0u);
     for (Bf16Path p : kFastPaths) {
       if (!bf16_path_available(p)) continue;
       std::vector<float> got(size_t(n) * n, -0.0f);
       g.c = got.data();
       MatmulBf16(p, 2).run(g);
       for (size_t i = 0; i < got.size(); ++i)
-        ASSERT_EQ(bits(got[i]), bits(ref[i]))
+        ASSERT_EQ(f32_bits(got[i]), f32_bits(ref[i]))
             << bf16_path_name(p) << " causal " << int(causal) << " at " << i;
     }
   }
@@ -319,7 +322,7 @@ void expect_same_bits(const std::vector<float>& got, const std::vector<float>& r
     if (std::isnan(ref[i])) {
       ASSERT_TRUE(std::isnan(got[i])) << what << " " << i;
     } else {
-      ASSERT_EQ(bits(got[i]), bits(ref[i])) << what << " " << i;
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(ref[i])) << what << " " << i;
     }
   }
 }
@@ -412,7 +415,7 @@ TEST(Bf16Attention, DecodeRowEqualsTheForwardsRow) {
       attention_forward_bf16(mm, out.data(), att.data(), att16.data(), qkv16.data(), 1, n, C, NH);
       attention_decode_bf16(mm, row.data(), p.data(), p16.data(), qkv16.data(), pos, C, NH);
       for (int c = 0; c < C; ++c) {
-        ASSERT_EQ(bits(row[c]), bits(out[size_t(pos) * C + c]))
+        ASSERT_EQ(f32_bits(row[c]), f32_bits(out[size_t(pos) * C + c]))
             << bf16_path_name(path) << " pos " << pos << " c " << c;
       }
     }

@@ -30,13 +30,13 @@ using op_check::cast;
 using op_check::Data;
 
 template <typename T>
-bool same_bits(const T* a, const T* b, size_t n) {
+bool same_bytes(const T* a, const T* b, size_t n) {
   return std::memcmp(a, b, n * sizeof(T)) == 0;
 }
 
 // Runs body with n OpenMP threads, then restores the previous count.
 template <typename F>
-void with_threads(int n, F&& body) {
+void with_omp_threads(int n, F&& body) {
   const int before = omp_get_max_threads();
   omp_set_num_threads(n);
   body();
@@ -64,13 +64,13 @@ void check_attention_decode(const AttnShape& s) {
     std::vector<T> out(static_cast<size_t>(C)), p(size_t(NH) * (t + 1)),
         row_lse(static_cast<size_t>(NH));
     attention_decode(out.data(), p.data(), rows.data(), t, C, NH);
-    EXPECT_TRUE(same_bits(out.data(), out_ref.data() + size_t(t) * C, size_t(C))) << "t " << t;
+    EXPECT_TRUE(same_bytes(out.data(), out_ref.data() + size_t(t) * C, size_t(C))) << "t " << t;
     for (int h = 0; h < NH; ++h) {
       const T* want = att.data() + (size_t(h) * Tn + t) * Tn;
-      EXPECT_TRUE(same_bits(p.data() + size_t(h) * (t + 1), want, size_t(t + 1))) << "t " << t;
+      EXPECT_TRUE(same_bytes(p.data() + size_t(h) * (t + 1), want, size_t(t + 1))) << "t " << t;
     }
     attention_decode_fast(out.data(), row_lse.data(), rows.data(), t, C, NH);
-    EXPECT_TRUE(same_bits(out.data(), out_fast.data() + size_t(t) * C, size_t(C))) << "t " << t;
+    EXPECT_TRUE(same_bytes(out.data(), out_fast.data() + size_t(t) * C, size_t(C))) << "t " << t;
     for (int h = 0; h < NH; ++h) EXPECT_EQ(row_lse[size_t(h)], lse[size_t(h) * Tn + t]);
   }
 }
@@ -81,7 +81,7 @@ TEST(AttentionDecode, RowOfTheForwardForAnyThreadCount) {
     for (int threads : {1, 2, 3}) {
       SCOPED_TRACE(::testing::Message()
                    << "T " << s.T << " NH " << s.NH << " hs " << s.hs << " threads " << threads);
-      with_threads(threads, [&] {
+      with_omp_threads(threads, [&] {
         check_attention_decode<float>(s);
         check_attention_decode<double>(s);
       });
@@ -100,8 +100,8 @@ TEST(AttentionDecode, SameBitsAsTheAvx2Build) {
   for (int t : {0, 31, 32, 44}) {
     attention_decode_fast(native.data(), lse_n.data(), qkv.data(), t, C, NH);
     reftrain_avx2::attention_decode_fast(avx2.data(), lse_a.data(), qkv.data(), t, C, NH);
-    EXPECT_TRUE(same_bits(native.data(), avx2.data(), native.size())) << "t " << t;
-    EXPECT_TRUE(same_bits(lse_n.data(), lse_a.data(), lse_n.size())) << "t " << t;
+    EXPECT_TRUE(same_bytes(native.data(), avx2.data(), native.size())) << "t " << t;
+    EXPECT_TRUE(same_bytes(lse_n.data(), lse_a.data(), lse_n.size())) << "t " << t;
   }
 }
 #endif
@@ -124,9 +124,9 @@ TEST(RopeDecode, OneRowAtItsPositionIsThatRowOfTheWhole) {
     rope_forward(one.data(), row, 1, 1, NH, hs, theta, t);
     rope_forward_fast(one_fast.data(), row, 1, 1, NH, hs, theta, t);
     rope_backward(one_back.data(), row, 1, 1, NH, hs, theta, t);
-    EXPECT_TRUE(same_bits(one.data(), all.data() + size_t(t) * C, size_t(C))) << t;
-    EXPECT_TRUE(same_bits(one_fast.data(), all_fast.data() + size_t(t) * C, size_t(C))) << t;
-    EXPECT_TRUE(same_bits(one_back.data(), back.data() + size_t(t) * C, size_t(C))) << t;
+    EXPECT_TRUE(same_bytes(one.data(), all.data() + size_t(t) * C, size_t(C))) << t;
+    EXPECT_TRUE(same_bytes(one_fast.data(), all_fast.data() + size_t(t) * C, size_t(C))) << t;
+    EXPECT_TRUE(same_bytes(one_back.data(), back.data() + size_t(t) * C, size_t(C))) << t;
   }
 }
 
@@ -156,7 +156,7 @@ void check_one_row(MatmulKind kind, int threads) {
           Matmul(MatmulKind::kNaive).run(g);
           g.c = got.data();
           Matmul(kind, threads).run(g);
-          EXPECT_TRUE(same_bits(got.data(), want.data(), want.size()))
+          EXPECT_TRUE(same_bytes(got.data(), want.data(), want.size()))
               << "N " << N << " K " << K << " accumulate " << accumulate << " bias " << !!bi;
         }
       }
@@ -167,7 +167,7 @@ void check_one_row(MatmulKind kind, int threads) {
 TEST(MatmulOneRow, TransposedBIsTheNaiveProduct) {
   for (MatmulKind kind : {MatmulKind::kTiled, MatmulKind::kBlocked}) {
     for (int threads : {1, 2, 3}) {
-      with_threads(threads, [&] {
+      with_omp_threads(threads, [&] {
         check_one_row<float>(kind, threads);
         check_one_row<f16>(kind, threads);
       });

@@ -25,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kRoot = REFTRAIN_SOURCE_DIR;
+const std::string kSourceDir = REFTRAIN_SOURCE_DIR;
 
 // The table's columns, in order.
 enum Column {
@@ -60,7 +60,7 @@ std::vector<std::string> quoted(const std::string& cell) {
 
 // Every row whose first cell is a backticked key, split on the column bars.
 std::vector<Row> table() {
-  std::istringstream lines(read_file(kRoot + "/ops/KERNELS.md"));
+  std::istringstream lines(read_file(kSourceDir + "/ops/KERNELS.md"));
   std::vector<Row> rows;
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("| `", 0) != 0) continue;
@@ -106,11 +106,11 @@ std::set<std::string> explainers() {
 TEST(KernelsTable, IsGeneratedFromTheRecords) {
   const CommandResult md = run_reftrain("kernels --markdown");
   ASSERT_EQ(md.exit_code, 0) << md.output;
-  EXPECT_TRUE(md.output == read_file(kRoot + "/ops/KERNELS.md"))
+  EXPECT_TRUE(md.output == read_file(kSourceDir + "/ops/KERNELS.md"))
       << "ops/KERNELS.md differs from `reftrain kernels --markdown`: regenerate it";
   const CommandResult js = run_reftrain("kernels --json");
   ASSERT_EQ(js.exit_code, 0) << js.output;
-  EXPECT_TRUE(js.output == read_file(kRoot + "/tests/webgpu/kernels.json"))
+  EXPECT_TRUE(js.output == read_file(kSourceDir + "/tests/webgpu/kernels.json"))
       << "tests/webgpu/kernels.json differs from `reftrain kernels --json`: regenerate it";
   EXPECT_NE(run_reftrain("kernels --json --markdown").exit_code, 0);
 }
@@ -127,7 +127,7 @@ TEST(KernelsTable, EveryNamedFileExists) {
     for (int c = kReference; c < kCount; ++c) {
       for (const std::string& w : r.cells[size_t(c)]) {
         if (!is_path(w)) continue;
-        EXPECT_TRUE(fs::exists(kRoot + "/" + w)) << r.key << ": " << w;
+        EXPECT_TRUE(fs::exists(kSourceDir + "/" + w)) << r.key << ": " << w;
       }
     }
   }
@@ -138,7 +138,7 @@ TEST(KernelsTable, EveryFunctionIsDeclaredInAFileOfItsCell) {
     for (Column c : {kReference, kFast}) {
       std::string sources;
       for (const std::string& w : r.cells[c]) {
-        if (is_path(w)) sources += read_file(kRoot + "/" + w);
+        if (is_path(w)) sources += read_file(kSourceDir + "/" + w);
       }
       for (const std::string& w : r.cells[c]) {
         if (is_path(w)) continue;
@@ -171,7 +171,7 @@ bool declares_entry(const std::string& source, const std::string& entry) {
   if (begin == std::string::npos || end == std::string::npos) return false;
   const std::string section = source.substr(begin, end - begin);
   if (!declares_compute_entry(section, "\\{\\{ENTRY\\}\\}")) return false;
-  const std::string registry = read_file(kRoot + "/tests/webgpu/registry.mjs");
+  const std::string registry = read_file(kSourceDir + "/tests/webgpu/registry.mjs");
   return registry.find("  " + entry + ": { prefix:") != std::string::npos;
 }
 
@@ -186,8 +186,9 @@ TEST(KernelsTable, EveryRowsWgslTwinExistsAndDeclaresItsEntryPoints) {
         file = is_path(w) ? w : "";
         if (file.empty()) continue;
         EXPECT_EQ(file.rfind("tests/webgpu/", 0), 0u) << r.key << ": " << file;
-        EXPECT_TRUE(fs::is_regular_file(kRoot + "/" + file)) << r.key << ": no file " << file;
-        source = fs::is_regular_file(kRoot + "/" + file) ? read_file(kRoot + "/" + file) : "";
+        EXPECT_TRUE(fs::is_regular_file(kSourceDir + "/" + file)) << r.key << ": no file " << file;
+        source =
+            fs::is_regular_file(kSourceDir + "/" + file) ? read_file(kSourceDir + "/" + file) : "";
       } else if (!file.empty()) {
         EXPECT_TRUE(declares_entry(source, w))
             << r.key << ": " << file << " declares no @compute fn " << w << "(";
@@ -220,7 +221,7 @@ TEST(KernelsTable, ComputeEntryPointsAreFoundOnlyWhereDeclared) {
 
 // The explainers of the section "Explainers that walk no kernel": one `- \`name\`` item each.
 std::set<std::string> kernelless_explainers() {
-  const std::string text = read_file(kRoot + "/ops/KERNELS.md");
+  const std::string text = read_file(kSourceDir + "/ops/KERNELS.md");
   const size_t begin = text.find("\n## Explainers that walk no kernel\n");
   std::set<std::string> names;
   if (begin == std::string::npos) return names;

@@ -45,12 +45,12 @@ float deq_v(uint8_t code, float s) {
   return r * r;
 }
 
-struct State {
+struct Adam8State {
   std::vector<uint32_t> mp, vp;
   std::vector<float> ms, vs;
-  explicit State(size_t n)
+  explicit Adam8State(size_t n)
       : mp(quant_words(n)), vp(quant_words(n)), ms(quant_blocks(n)), vs(quant_blocks(n)) {}
-  bool operator==(const State& o) const {
+  bool operator==(const Adam8State& o) const {
     return mp == o.mp && vp == o.vp && bits(ms) == bits(o.ms) && bits(vs) == bits(o.vs);
   }
   static std::vector<uint32_t> bits(const std::vector<float>& x) {
@@ -61,14 +61,14 @@ struct State {
 };
 
 std::vector<uint32_t> float_bits(const std::vector<float>& x) {
-  return State::bits(x);
+  return Adam8State::bits(x);
 }
 
 // A random earlier state: m codes in −127..127, v codes in 0..255, scales over a few binades;
 // every fifth block is all zero (scale 0, codes 0).
-State random_state(size_t n, uint64_t seed) {
+Adam8State random_adam8_state(size_t n, uint64_t seed) {
   Data d(seed);
-  State s(n);
+  Adam8State s(n);
   for (size_t k = 0; k < n; ++k) {
     set_byte(s.mp, k, uint8_t(int8_t(int(d.below(255)) - 127)));
     set_byte(s.vp, k, uint8_t(d.below(256)));
@@ -111,7 +111,7 @@ std::vector<float> grads(size_t n, uint64_t seed) {
 
 // Runs OpenMP with exactly `threads` threads (asserting it got them) for f, then restores.
 template <typename F>
-void with_threads(int threads, F f) {
+void with_exact_threads(int threads, F f) {
   testing::OmpThreads omp;
   omp.set(threads);
   EXPECT_EQ(testing::OmpThreads::team_size(), threads)
@@ -316,12 +316,12 @@ void run_case(const Case& c, bool simd) {
   const AdamWHyper hp{/*lr=*/0.05f, /*beta1=*/0.9f, /*beta2=*/0.95f, /*eps=*/1e-8f, c.wd};
   const GradStats stats{/*grad_norm=*/2.0f, c.clip};
   // t = 1 starts from the zero state; later steps from a random earlier state.
-  State st = c.t == 1 ? State(n) : random_state(n, 300 + n + c.t);
+  Adam8State st = c.t == 1 ? Adam8State(n) : random_adam8_state(n, 300 + n + c.t);
   Data d(700 + n);
   std::vector<float> w(n);
   for (float& x : w) x = float(d.uniform(-1, 1));
   std::vector<float> g = grads(n, 900 + n + c.t);
-  const State st0 = st;
+  const Adam8State st0 = st;
   const std::vector<float> w0 = w, g0 = g;
 
   (simd ? adamw_8bit_update_fast : adamw_8bit_update)(w.data(), g.data(), st.mp.data(),
@@ -406,7 +406,7 @@ TEST(AdamW8bit, BitIdenticalToFp32KernelOnDequantizedState) {
     for (bool simd : {false, true}) {
       const AdamWHyper hp{0.01f, 0.9f, 0.999f, 1e-8f, 0.1f};
       const GradStats stats{3.0f, 0.6f};
-      State st = random_state(n, 40 + n);
+      Adam8State st = random_adam8_state(n, 40 + n);
       Data d(41 + n);
       std::vector<float> w(n);
       for (float& x : w) x = float(d.uniform(-1, 1));
@@ -445,8 +445,8 @@ TEST(AdamW8bit, BitIdenticalToFp32KernelOnDequantizedState) {
 TEST(AdamW8bit, ZeroStateStaysZero) {
   const size_t n = 517;
   const AdamWHyper hp{0.01f, 0.9f, 0.999f, 1e-8f, 0.1f};
-  State st(n);
-  const State zero(n);
+  Adam8State st(n);
+  const Adam8State zero(n);
   Data d(5);
   std::vector<float> w(n);
   for (float& x : w) x = float(d.uniform(-1, 1));
@@ -478,7 +478,7 @@ TEST(AdamW8bit, ZeroStateStaysZero) {
 TEST(AdamW8bit, OverflowingVFreezesItsBlockWithoutNaN) {
   const size_t n = 300;
   const AdamWHyper hp{0.01f, 0.9f, 0.999f, 1e-8f, 0.0f};
-  State st(n);
+  Adam8State st(n);
   std::vector<float> w(n, 0.5f), after_first;
   for (int t = 1; t <= 3; ++t) {
     std::vector<float> g(n, 1e-3f);
@@ -509,7 +509,7 @@ TEST(AdamW8bit, SimdBitIdenticalToRef) {
   for (size_t n :
        {size_t{1}, size_t{15}, size_t{17}, size_t{255}, size_t{256}, size_t{1003}, size_t{4099}}) {
     const AdamWHyper hp{0.02f, 0.9f, 0.95f, 1e-8f, 0.1f};
-    State a = random_state(n, 60 + n), b = a;
+    Adam8State a = random_adam8_state(n, 60 + n), b = a;
     Data d(61 + n);
     std::vector<float> wa(n);
     for (float& x : wa) x = float(d.uniform(-1, 1));
@@ -534,7 +534,7 @@ TEST(AdamW8bit, SimdBitIdenticalToRef) {
 TEST(AdamW8bit, NanMomentIsStoredAsCodeZero) {
   const size_t n = 600;  // two full blocks (the vector path) and a partial one (scalar)
   const AdamWHyper hp{0.02f, 0.9f, 0.95f, 1e-8f, 0.1f};
-  State a = random_state(n, 7), b = a;
+  Adam8State a = random_adam8_state(n, 7), b = a;
   std::vector<float> wa(n, 0.5f), wb = wa, ga = grads(n, 8), gb = ga;
   const GradStats stats{1.0f, std::numeric_limits<float>::quiet_NaN()};
   adamw_8bit_update(wa.data(), ga.data(), a.mp.data(), a.vp.data(), a.ms.data(), a.vs.data(), n,
@@ -558,10 +558,10 @@ TEST(AdamW8bit, BitIdenticalAcrossThreadCounts) {
   const AdamWHyper hp{0.02f, 0.9f, 0.95f, 1e-8f, 0.1f};
   for (bool simd : {false, true}) {
     std::vector<float> w_out[3];
-    std::vector<State> st_out;
+    std::vector<Adam8State> st_out;
     for (int threads = 1; threads <= 3; ++threads) {
-      with_threads(threads, [&] {
-        State st = random_state(n, 77);
+      with_exact_threads(threads, [&] {
+        Adam8State st = random_adam8_state(n, 77);
         Data d(78);
         std::vector<float> w(n);
         for (float& x : w) x = float(d.uniform(-1, 1));
@@ -589,7 +589,7 @@ TEST(AdamW8bit, BitIdenticalAcrossThreadCounts) {
 TEST(AdamW8bit, PackedLayout) {
   const size_t n = 7;
   const AdamWHyper hp{0.0f, 0.5f, 0.5f, 1e-8f, 0.0f};
-  State st(n);
+  Adam8State st(n);
   const float mk[7] = {1, -2, 3, 127, -5, 6, -7};
   std::vector<float> w(n, 1.0f), g(n);
   for (size_t k = 0; k < n; ++k) g[k] = 2 * mk[k];
@@ -613,7 +613,7 @@ TEST(AdamW8bit, PackedLayout) {
 
   // The way in: distinct m codes placed by the layout rule move each w by its own m̂ (v̂ is the
   // same for all), so a permuted read gives a different w.
-  State in(n);
+  Adam8State in(n);
   const int8_t codes[7] = {-100, -50, -1, 0, 3, 60, 127};
   for (size_t k = 0; k < n; ++k) {
     set_byte(in.mp, k, uint8_t(codes[k]));
@@ -740,7 +740,7 @@ TEST(AdamW8bit, VQuantizationMeasurement) {
   std::vector<float> m32(n), v32(n), g(n), xi(n);
   Unpacked u[3] = {Unpacked(n), Unpacked(n), Unpacked(n)};
   const VScheme schemes[3] = {VScheme::kLinear, VScheme::kCeil, VScheme::kShipped};
-  State packed(n);
+  Adam8State packed(n);
   double max_step[kRuns] = {};
   Data noise(1234);
   for (int t = 1; t <= steps; ++t) {

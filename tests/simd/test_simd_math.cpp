@@ -17,7 +17,7 @@ namespace {
 using simd::Batch;
 constexpr size_t kLanes = Batch<float>::size;
 
-uint32_t bits(float x) {
+uint32_t float_bits(float x) {
   uint32_t b;
   std::memcpy(&b, &x, sizeof b);
   return b;
@@ -25,14 +25,14 @@ uint32_t bits(float x) {
 
 // Distance in units in the last place between two finite floats of the same sign (or zero).
 int64_t ulps(float a, float b) {
-  return std::llabs(int64_t(bits(a) & 0x7fffffffu) - int64_t(bits(b) & 0x7fffffffu)) +
+  return std::llabs(int64_t(float_bits(a) & 0x7fffffffu) - int64_t(float_bits(b) & 0x7fffffffu)) +
          (std::signbit(a) != std::signbit(b) && (a != 0 || b != 0) ? 1 : 0);
 }
 
 // Every 61st float bit pattern with |x| in [lo, hi] of both signs, plus the interval's ends.
 std::vector<float> sweep(float lo, float hi) {
   std::vector<float> xs;
-  for (uint32_t b = bits(lo); b <= bits(hi); b += 61) {
+  for (uint32_t b = float_bits(lo); b <= float_bits(hi); b += 61) {
     float x;
     std::memcpy(&x, &b, sizeof x);
     xs.push_back(x);
@@ -61,7 +61,7 @@ void expect_batch_equals_scalar(const std::vector<float>& xs, Scalar f, Vector f
   size_t mismatches = 0;
   for (size_t i = 0; i < xs.size(); ++i) {
     const float s = f(xs[i]);
-    if (bits(s) != bits(out[i])) {
+    if (float_bits(s) != float_bits(out[i])) {
       if (++mismatches <= 5)
         ADD_FAILURE() << "x=" << xs[i] << " scalar " << s << " batch " << out[i];
     }

@@ -99,23 +99,24 @@ struct ShardCase {
 
 // A buffer's mirror of the case's kind (empty vectors where it has none), and the pointers the
 // optimizer takes.
-struct Mirror {
+struct DpMirror {
   std::vector<f16> w16;
   std::vector<bf16> wb16;
-  Mirror(MirrorKind kind, size_t n)
+  DpMirror(MirrorKind kind, size_t n)
       : w16(kind == MirrorKind::kF16 ? n : 0), wb16(kind == MirrorKind::kBf16 ? n : 0) {}
   WeightMirror pointers() {
     return {w16.empty() ? nullptr : w16.data(), wb16.empty() ? nullptr : wb16.data()};
   }
   // Elements [begin, end) of `from`'s mirror into this one: a rank's shard, shared.
-  void take(const Mirror& from, size_t begin, size_t end) {
+  void take(const DpMirror& from, size_t begin, size_t end) {
     const auto part = [&](const auto& src, auto& dst) {
       std::copy(src.begin() + long(begin), src.begin() + long(end), dst.begin() + long(begin));
     };
     if (!w16.empty()) part(from.w16, w16);
     if (!wb16.empty()) part(from.wb16, wb16);
   }
-  bool same_bytes(const Mirror& o) const {  // memcmp's pointers must not be null, even for 0 bytes
+  bool same_bytes(
+      const DpMirror& o) const {  // memcmp's pointers must not be null, even for 0 bytes
     return (w16.empty() || std::memcmp(w16.data(), o.w16.data(), w16.size() * 2) == 0) &&
            (wb16.empty() || std::memcmp(wb16.data(), o.wb16.data(), wb16.size() * 2) == 0);
   }
@@ -131,7 +132,7 @@ TEST_P(ShardedStep, EqualsTheWholeStep) {
   std::vector<float> w(total), w_whole, w_ranks;
   for (float& x : w) x = normal(rng);
   w_whole = w_ranks = w;
-  Mirror m_whole(c.mirror, total), m_ranks(c.mirror, total);
+  DpMirror m_whole(c.mirror, total), m_ranks(c.mirror, total);
   OptimizerState whole(c.kind, wd_end, total, c.kernels);
   std::vector<OptimizerState> shards;
   for (int r = 0; r < c.ranks; ++r) {
@@ -157,11 +158,11 @@ TEST_P(ShardedStep, EqualsTheWholeStep) {
     const GradStats stats = finalize_grad_stats(add_norm_partials(partial), 1.0f);
     ASSERT_EQ(std::memcmp(&stats, &want, sizeof stats), 0) << "the norm at step " << t;
     std::vector<float> w_next = w_ranks;
-    Mirror m_next = m_ranks;
+    DpMirror m_next = m_ranks;
     for (int r = 0; r < c.ranks; ++r) {  // each rank on its own copy; then its shard is shared
       const ZeroShard s = zero_shard(wd_end, total, r, c.ranks);
       std::vector<float> w_rank = w_ranks;
-      Mirror m_rank = m_ranks;
+      DpMirror m_rank = m_ranks;
       shards[size_t(r)].apply(w_rank.data(), windows[size_t(r)].data(), s.window.begin,
                               m_rank.pointers(), stats, hp, t);
       std::copy(w_rank.begin() + long(s.state.begin), w_rank.begin() + long(s.state.end),
