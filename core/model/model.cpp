@@ -37,6 +37,17 @@ size_t widest_input(const ModelConfig& cfg) {
 size_t widest_output(const ModelConfig& cfg) {
   return std::max(widest_input(cfg), size_t(cfg.padded_vocab));
 }
+
+// The bf16 inputs a training step keeps for its backward (Model::input_bf16), per row of B·T:
+// in each layer the norm output read by qkv (or q, k, v), qkv read by the attention, the
+// attention's output read by its projection, the second norm's output read by the MLP's first
+// product(s) and the MLP's hidden activation (F = 4C in gpt2), 6C + F; then the final norm's
+// output, read by the lm_head.
+size_t bf16_kept_inputs(const ModelConfig& cfg, size_t N) {
+  const size_t C = size_t(cfg.channels);
+  const size_t F = cfg.arch == Arch::kLlama ? size_t(cfg.ffn) : 4 * C;
+  return N * (size_t(cfg.layers) * (6 * C + F) + C);
+}
 }  // namespace
 
 Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
@@ -61,6 +72,7 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
   b16_.in = AlignedBuffer<bf16>(N * widest_input(cfg));
   b16_.dout = AlignedBuffer<bf16>(N * widest_output(cfg));
   b16_.att = AlignedBuffer<bf16>(size_t(o.batch) * cfg.heads * TT);
+  b16_.kept = AlignedBuffer<bf16>(bf16_kept_inputs(cfg, N));
   const size_t per_thread = size_t(b16_.mm->threads()) * TT;  // the attention backward's
   b16_.ds = AlignedBuffer<bf16>(per_thread);
   b16_.dp = AlignedBuffer<float>(per_thread);
@@ -91,6 +103,7 @@ void Model::init_weights(uint64_t seed) {
 float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
   last_ = {B, T, inputs, targets != nullptr};
   cached_ = 0;
+  b16_.kept_at.clear();
   tag_ = "embed";
   const float* res = embedding_forward(inputs, B, T);
   for (int l = 0; l < cfg_.layers; ++l) {
@@ -284,8 +297,8 @@ size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind att
 size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, int T) {
   if (precision != Precision::kBf16) return 0;
   const size_t N = size_t(B) * T, TT = size_t(T) * T, threads = size_t(omp_get_max_threads());
-  const size_t halves =
-      N * (widest_input(cfg) + widest_output(cfg)) + size_t(B) * cfg.heads * TT + threads * TT;
+  const size_t halves = N * (widest_input(cfg) + widest_output(cfg)) + bf16_kept_inputs(cfg, N) +
+                        size_t(B) * cfg.heads * TT + threads * TT;
   return halves * sizeof(bf16) + threads * TT * sizeof(float);
 }
 

@@ -161,7 +161,11 @@ class Model {
                           int T) const;
   void attention_decode_bf16_fwd(float* out, const float* qkv, int pos) const;
   // src [n] rounded to bf16 into dst (one cast_f32_to_bf16 call); returns dst.
-  const bf16* to_bf16(AlignedBuffer<bf16>& dst, const float* src, size_t n) const;
+  const bf16* to_bf16(bf16* dst, const float* src, size_t n) const;
+  // The bf16 rounding of a product's input activation src [n]. In a forward with targets it is
+  // cast once, by the first product that reads src, into `kept`, where the backward's products
+  // read it again; otherwise it is cast into the shared `in`.
+  const bf16* input_bf16(const float* src, size_t n) const;
   // Causal self-attention with the model's kernel. att is what the backward needs of the
   // forward: lse [B,NH,T] (fused) or the probabilities [B,NH,T,T] (materialised, which also
   // uses dp [B,NH,T] as scratch; the fused kernel ignores it). out is the forward's output.
@@ -207,12 +211,19 @@ class Model {
   // kernel column's path, and the bf16 copies of a product's operands: `in` [B·T, widest input
   // of a product] (an activation, or qkv), `dout` [B·T, widest output] (a gradient), `att`
   // [B,NH,T,T] (the probabilities), `ds` and `dp` [threads,T,T] (the attention backward's
-  // scratch, one [T,T] per thread; the decode's row).
+  // scratch, one [T,T] per thread; the decode's row), and `kept` [bf16_kept_inputs] the input
+  // roundings a training step's backward reads again (input_bf16), each at `kept_at` (its f32
+  // source, offset and length), cleared by every forward.
   AlignedBuffer<bf16> wb16_;
+  struct KeptInput {
+    const float* src;
+    size_t offset, n;
+  };
   struct Bf16Work {
     std::unique_ptr<MatmulBf16> mm;
-    AlignedBuffer<bf16> in, dout, att, ds;
+    AlignedBuffer<bf16> in, dout, att, ds, kept;
     AlignedBuffer<float> dp;
+    std::vector<KeptInput> kept_at;
   };
   mutable Bf16Work b16_;
 };

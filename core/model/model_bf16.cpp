@@ -1,9 +1,13 @@
 // bf16 precision's products (Precision::kBf16): what Model's linear and attention calls run
 // instead of the fp32 kernels. Each operand is rounded to bf16 as it enters its product, one
-// cast_f32_to_bf16 call per operand (so a GPU replay's dump pairs with ours call for call); a
-// rounding the backward needs again (an activation, qkv, the probabilities) is done again from
-// the same f32 values, which gives the same bits, rather than kept: the arena stays the fp32
-// model's.
+// cast_f32_to_bf16 call per operand (so a GPU replay's dump pairs with ours call for call).
+// A training step keeps the roundings of the products' input activations (the norms' outputs,
+// qkv, the attention's output, the MLP's hidden activation) from the forward, and its backward
+// reads them again instead of casting the same f32 values a second time: the casts are
+// memory-bound passes, and these were about 30 % of their elements (baby). That costs 6C + F bf16
+// per token and layer (bf16_operand_bytes counts it). The probabilities are rounded again: keeping
+// them would cost B·NH·T² per layer, more than all the rest at T = 1024.
+#include <stdexcept>
 #include <string>
 
 #include "core/model/model.h"
@@ -12,16 +16,31 @@
 
 namespace reftrain {
 
-const bf16* Model::to_bf16(AlignedBuffer<bf16>& dst, const float* src, size_t n) const {
-  bf16* d = dst.data();
-  traced("cast_f32_to_bf16", {d, src}, {{"n", n}}, [&] { kt_.cast_f32_to_bf16(d, src, n); });
-  return d;
+const bf16* Model::to_bf16(bf16* dst, const float* src, size_t n) const {
+  traced("cast_f32_to_bf16", {dst, src}, {{"n", n}}, [&] { kt_.cast_f32_to_bf16(dst, src, n); });
+  return dst;
+}
+
+const bf16* Model::input_bf16(const float* src, size_t n) const {
+  if (!last_.has_targets) return to_bf16(b16_.in.data(), src, n);
+  for (const KeptInput& k : b16_.kept_at) {
+    if (k.src != src) continue;
+    if (k.n != n) throw std::logic_error("Model::input_bf16: one input read at two sizes");
+    return b16_.kept.data() + k.offset;
+  }
+  const size_t offset =
+      b16_.kept_at.empty() ? 0 : b16_.kept_at.back().offset + b16_.kept_at.back().n;
+  if (offset + n > b16_.kept.size()) {
+    throw std::logic_error("Model::input_bf16: the kept bf16 inputs outgrow bf16_kept_inputs");
+  }
+  b16_.kept_at.push_back({src, offset, n});
+  return to_bf16(b16_.kept.data() + offset, src, n);
 }
 
 void Model::linear_fwd_bf16(float* out, const float* inp, const float* w, const float* b, int N,
                             int K, int O) const {
   const bf16* w16 = wb16_.data() + (w - w_.data());
-  const bf16* x16 = to_bf16(b16_.in, inp, size_t(N) * K);
+  const bf16* x16 = input_bf16(inp, size_t(N) * K);
   traced_as(product_name(profile_, "linear_forward_bf16", N, K, O), "linear_forward_bf16",
             {out, x16, w16, b}, {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}},
             [&] { linear_forward_bf16(*b16_.mm, out, x16, w16, b, N, K, O); });
@@ -31,13 +50,13 @@ void Model::linear_bwd_bf16(float* dinp, float* dw, float* db, const float* dout
                             const float* w, int N, int K, int O) const {
   const bf16* w16 = wb16_.data() + (w - w_.data());
   const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
-  const bf16* d16 = to_bf16(b16_.dout, dout, size_t(N) * O);
+  const bf16* d16 = to_bf16(b16_.dout.data(), dout, size_t(N) * O);
   if (dinp) {
     traced_as(product_name(profile_, "linear_backward_data_bf16", N, K, O),
               "linear_backward_data_bf16", {dinp, d16, w16}, dims,
               [&] { linear_backward_data_bf16(*b16_.mm, dinp, d16, w16, N, K, O); });
   }
-  const bf16* x16 = to_bf16(b16_.in, inp, size_t(N) * K);
+  const bf16* x16 = input_bf16(inp, size_t(N) * K);
   traced_as(product_name(profile_, "linear_backward_weight_bf16", N, K, O),
             "linear_backward_weight_bf16", {dw, db, dout, d16, x16}, dims,
             [&] { linear_backward_weight_bf16(*b16_.mm, dw, db, dout, d16, x16, N, K, O); });
@@ -45,7 +64,7 @@ void Model::linear_bwd_bf16(float* dinp, float* dw, float* db, const float* dout
 
 void Model::attention_fwd_bf16(float* out, float* att, const float* qkv, int B, int T) const {
   const int C = cfg_.channels, NH = cfg_.heads;
-  const bf16* q16 = to_bf16(b16_.in, qkv, size_t(B) * T * 3 * C);
+  const bf16* q16 = input_bf16(qkv, size_t(B) * T * 3 * C);
   bf16* a16 = b16_.att.data();
   traced("attention_forward_bf16", {out, att, a16, q16},
          {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}},
@@ -55,9 +74,9 @@ void Model::attention_fwd_bf16(float* out, float* att, const float* qkv, int B, 
 void Model::attention_bwd_bf16(float* dqkv, const float* dout, const float* qkv, const float* att,
                                int B, int T) const {
   const int C = cfg_.channels, NH = cfg_.heads;
-  const bf16* q16 = to_bf16(b16_.in, qkv, size_t(B) * T * 3 * C);
-  const bf16* d16 = to_bf16(b16_.dout, dout, size_t(B) * T * C);
-  const bf16* a16 = to_bf16(b16_.att, att, size_t(B) * NH * T * T);
+  const bf16* q16 = input_bf16(qkv, size_t(B) * T * 3 * C);
+  const bf16* d16 = to_bf16(b16_.dout.data(), dout, size_t(B) * T * C);
+  const bf16* a16 = to_bf16(b16_.att.data(), att, size_t(B) * NH * T * T);
   traced("attention_backward_bf16", {dqkv, nullptr, nullptr, d16, q16, att, a16},
          {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}}, [&] {
            attention_backward_bf16(*b16_.mm, dqkv, b16_.dp.data(), b16_.ds.data(), d16, q16, att,

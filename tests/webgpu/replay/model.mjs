@@ -2,8 +2,9 @@
 // core/model/gpt2.cpp and llama.cpp (the same kernels, the same buffers zeroed before the same
 // accumulating backward calls), every weight and gradient bound where it lies in the mega-buffers.
 // In bf16 precision each product is core/model/model_bf16.cpp's: a cast_f32_to_bf16 of each
-// operand as it enters (into one of three shared bf16 buffers: activations, gradients,
-// probabilities), then the _bf16 kernel, the weight read from the bf16 mirror.
+// operand as it enters, then the _bf16 kernel, the weight read from the bf16 mirror. An input
+// activation is cast once, by the forward's first product that reads it, into a buffer of its
+// own that the backward reads again; gradients and probabilities into shared bf16 buffers.
 import { view } from './engine.mjs';
 
 // The context every builder shares: sizes, the weight/gradient views by tensor name, scratch.
@@ -39,11 +40,12 @@ export function makeContext(E, config, layout, bufs) {
   R.tokens = view(E.storage(R.N * 4), 0, R.N * 4);
   R.targets = view(E.storage(R.N * 4), 0, R.N * 4);
   if (R.bf16) {
-    // The bf16 operands (model_bf16.cpp's b16_.in, .dout, .att), each as large as its largest use.
+    // The shared bf16 operands (model_bf16.cpp's b16_.dout, .att), each as large as its largest use.
     const width = Math.max(3 * R.C, R.F ?? 4 * R.C, 4 * R.C);
-    const sizes = { in: R.N * width, dout: R.N * Math.max(width, R.Vp), att: R.B * R.NH * R.T * R.T };
+    const sizes = { dout: R.N * Math.max(width, R.Vp), att: R.B * R.NH * R.T * R.T };
     const b16 = Object.fromEntries(Object.entries(sizes).map(([k, n]) => [k, E.storage(Math.ceil(n / 2) * 4)]));
     R.b16 = (role, n) => bf16View(b16[role], 0, n);
+    R.kept = new Map();  // an input activation's buffer → its offset → its bf16 rounding
   }
   return R;
 }
@@ -57,13 +59,29 @@ function castBf16(R, role, src, n, tag) {
   return [R.E.kernel('cast_f32_to_bf16', [dst, src, R.u(n)], { n }, `${tag}.cast_f32_to_bf16`), dst];
 }
 
+// The bf16 rounding of a product's input activation src [n] (model_bf16.cpp's input_bf16): the
+// first product to read src casts it into a buffer of its own, a later one (q, k and v of one
+// norm; the backward) reads that; [the cast ops (none or one), the bf16 view].
+function inputBf16(R, src, n, tag) {
+  if (!R.kept.has(src.buffer)) R.kept.set(src.buffer, new Map());
+  const byOffset = R.kept.get(src.buffer);
+  const kept = byOffset.get(src.offset);
+  if (kept) {
+    if (kept.elements !== n) throw new Error(`replay: ${tag} reads a kept bf16 input at two sizes`);
+    return [[], kept];
+  }
+  const dst = bf16View(R.E.storage(Math.ceil(n / 2) * 4), 0, n);
+  byOffset.set(src.offset, dst);
+  return [[R.E.kernel('cast_f32_to_bf16', [dst, src, R.u(n)], { n }, `${tag}.cast_f32_to_bf16`)], dst];
+}
+
 // linear_forward(_f16, _bf16): the f16 mirror in mixed precision, in bf16 the cast of inp and
 // the bf16 mirror, the master otherwise. A list of operations.
 function linearFwd(R, out, inp, wname, bias, N, K, O, tag) {
   const b = bias ?? R.E.zeroView(O * 4);
   if (R.bf16) {
-    const [cast, inp16] = castBf16(R, 'in', inp, N * K, tag);
-    return [cast, R.E.kernel('linear_forward_bf16', [out, inp16, R.wb(wname), b, R.u(N), R.u(K), R.u(O)], { N, K, O },
+    const [cast, inp16] = inputBf16(R, inp, N * K, tag);
+    return [...cast, R.E.kernel('linear_forward_bf16', [out, inp16, R.wb(wname), b, R.u(N), R.u(K), R.u(O)], { N, K, O },
                              `${tag}.linear_forward_bf16`)];
   }
   const [name, w] = R.mixed ? ['linear_forward_f16', R.w16(wname)] : ['linear_forward', R.w(wname)];
@@ -71,19 +89,19 @@ function linearFwd(R, out, inp, wname, bias, N, K, O, tag) {
 }
 
 // linear_backward: dinp += dout·W (through the mirror in mixed), dW += doutᵀ·inp, db += Σ dout.
-// In bf16: cast dout, backward-data through the bf16 mirror, cast inp, backward-weight (f32 dout
-// for db, both bf16 operands for dW), as model_bf16.cpp orders them.
+// In bf16: cast dout, backward-data through the bf16 mirror, backward-weight (f32 dout for db,
+// both bf16 operands for dW, inp's the forward's rounding), as model_bf16.cpp orders them.
 function linearBwd(R, dinp, wname, bname, dout, inp, N, K, O, tag) {
   const [name, w] = R.mixed ? ['linear_backward_data_f16', R.w16(wname)] : ['linear_backward_data', R.w(wname)];
   const db = bname ? R.g(bname) : R.sink(O);
   if (R.bf16) {
     const [castD, dout16] = castBf16(R, 'dout', dout, N * O, tag);
-    const [castI, inp16] = castBf16(R, 'in', inp, N * K, tag);
+    const [castI, inp16] = inputBf16(R, inp, N * K, tag);
     return [
       castD,
       R.E.kernel('linear_backward_data_bf16', [dinp, dout16, R.wb(wname), R.u(N), R.u(K), R.u(O)], { N, K, O },
                  `${tag}.linear_backward_data_bf16`),
-      castI,
+      ...castI,
       R.E.kernel('linear_backward_weight_bf16', [R.g(wname), db, dout, dout16, inp16, R.u(N), R.u(K), R.u(O)], { N, K, O },
                  `${tag}.linear_backward_weight_bf16`),
     ];
@@ -121,21 +139,21 @@ function attentionFwd(R, out, att, qkv, tag) {
   const { B, T, C, NH, u } = R;
   const dims = [u(B), u(T), u(C), u(NH)];
   if (!R.bf16) return [R.E.kernel('attention_forward', [out, att, qkv, ...dims], { B, T, C, NH }, `${tag}.attention_forward`)];
-  const [cast, qkv16] = castBf16(R, 'in', qkv, R.N * 3 * C, tag);
-  return [cast, R.E.kernel('attention_forward_bf16', [out, att, R.b16('att', B * NH * T * T), qkv16, ...dims], { B, T, C, NH },
+  const [cast, qkv16] = inputBf16(R, qkv, R.N * 3 * C, tag);
+  return [...cast, R.E.kernel('attention_forward_bf16', [out, att, R.b16('att', B * NH * T * T), qkv16, ...dims], { B, T, C, NH },
                            `${tag}.attention_forward_bf16`)];
 }
 
-// attention_backward (dqkv += …), in bf16 the casts of qkv, dout and att, then
-// attention_backward_bf16 (its dp and ds16 scratch the registry's).
+// attention_backward (dqkv += …), in bf16 the casts of dout and att (qkv's rounding the
+// forward's), then attention_backward_bf16 (its dp and ds16 scratch the registry's).
 function attentionBwd(R, dqkv, dout, qkv, att, tag) {
   const { B, T, C, NH, u } = R;
   const dims = [u(B), u(T), u(C), u(NH)];
   if (!R.bf16) return [R.E.kernel('attention_backward', [dqkv, dout, qkv, att, ...dims], { B, T, C, NH }, `${tag}.attention_backward`)];
-  const [castQ, qkv16] = castBf16(R, 'in', qkv, R.N * 3 * C, tag);
+  const [castQ, qkv16] = inputBf16(R, qkv, R.N * 3 * C, tag);
   const [castD, dout16] = castBf16(R, 'dout', dout, R.N * C, tag);
   const [castA, att16] = castBf16(R, 'att', att, B * NH * T * T, tag);
-  return [castQ, castD, castA, R.E.kernel('attention_backward_bf16', [dqkv, dout16, qkv16, att, att16, ...dims], { B, T, C, NH },
+  return [...castQ, castD, castA, R.E.kernel('attention_backward_bf16', [dqkv, dout16, qkv16, att, att16, ...dims], { B, T, C, NH },
                                           `${tag}.attention_backward_bf16`)];
 }
 
