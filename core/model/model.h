@@ -209,11 +209,11 @@ class Model {
   Matmul matmul_;  // the variant and its packing workspace, sized at construction
   // bf16 precision only (empty otherwise): the weights' bf16 mirror, the product engine on the
   // kernel column's path, and the bf16 copies of a product's operands: `in` [B·T, widest input
-  // of a product] (an activation, or qkv), `dout` [B·T, widest output] (a gradient), `att`
-  // [B,NH,T,T] (the probabilities), `ds` and `dp` [threads,T,T] (the attention backward's
-  // scratch, one [T,T] per thread; the decode's row), and `kept` [bf16_kept_inputs] the input
-  // roundings a training step's backward reads again (input_bf16), each at `kept_at` (its f32
-  // source, offset and length), cleared by every forward.
+  // of a product] (an activation, or qkv, in a forward without targets), `dout` [B·T, widest
+  // output] (a gradient), `att` [B,NH,T,T] (the probabilities), `ds` and `dp` [threads,T,T] (the
+  // attention backward's scratch, one [T,T] per thread; the decode's row), and `kept`
+  // [bf16_kept_inputs] the input roundings a training step's backward reads again (input_bf16),
+  // each at `kept_at` (its f32 source, offset and length), cleared by every forward.
   AlignedBuffer<bf16> wb16_;
   struct KeptInput {
     const float* src;
