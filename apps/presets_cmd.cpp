@@ -46,7 +46,7 @@ CommandRunner add_presets_command(CLI::App& app) {
       const ModelConfig& m = p.model;
       TrainConfig step = p.train;  // --grad-accum K per rank: N·K micro-batches a step
       step.grad_accum = MicroBatches::of_ranks(step.grad_accum, n).total;
-      const int F = m.arch == Arch::kLlama ? m.ffn : 4 * m.channels;
+      const int F = mlp_width(m);
       std::printf("%-12s %-5s %3d %3d %4d %5d %5d %5d %3d %4d %10lld %7.2fM ", p.name.c_str(),
                   enum_name(m.arch), m.layers, m.heads, m.channels, F, m.max_seq, m.vocab,
                   p.train.batch, p.train.seq, tokens_per_step(step),

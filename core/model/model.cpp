@@ -41,11 +41,10 @@ size_t widest_output(const ModelConfig& cfg) {
 // The bf16 inputs a training step keeps for its backward (Model::input_bf16), per row of B·T:
 // in each layer the norm output read by qkv (or q, k, v), qkv read by the attention, the
 // attention's output read by its projection, the second norm's output read by the MLP's first
-// product(s) and the MLP's hidden activation (F = 4C in gpt2), 6C + F; then the final norm's
+// product(s) and the MLP's hidden activation (F), 6C + F; then the final norm's
 // output, read by the lm_head.
 size_t bf16_kept_inputs(const ModelConfig& cfg, size_t N) {
-  const size_t C = size_t(cfg.channels);
-  const size_t F = cfg.arch == Arch::kLlama ? size_t(cfg.ffn) : 4 * C;
+  const size_t C = size_t(cfg.channels), F = size_t(mlp_width(cfg));
   return N * (size_t(cfg.layers) * (6 * C + F) + C);
 }
 }  // namespace

@@ -35,6 +35,11 @@ struct ModelConfig {
   Activation activation = Activation::kGeluTanh;  // gpt2
 };
 
+// The MLP's hidden width F: llama's SwiGLU width, gpt2's 4C.
+inline int mlp_width(const ModelConfig& m) {
+  return m.arch == Arch::kLlama ? m.ffn : 4 * m.channels;
+}
+
 // Vp for a vocabulary of V: V rounded up to a multiple of 64, as llm.c pads it (GPT-2's 50257 to
 // 50304); what a model built from a tokenizer or a Hugging Face file gets.
 inline int padded_vocab_of(int vocab) {

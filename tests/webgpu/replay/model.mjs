@@ -53,10 +53,13 @@ export function makeContext(E, config, layout, bufs) {
 // A view of n bf16 elements (two a u32 word) from byte `offset`: whole words, `elements` n.
 export const bf16View = (buffer, offset, n) => ({ ...view(buffer, offset, Math.ceil(n / 2) * 4), elements: n });
 
+// cast_f32_to_bf16 of n floats of src into the bf16 view dst.
+const castOp = (R, dst, src, n, tag) => R.E.kernel('cast_f32_to_bf16', [dst, src, R.u(n)], { n }, `${tag}.cast_f32_to_bf16`);
+
 // cast_f32_to_bf16 of n floats of src into the shared bf16 buffer `role`; [op, the bf16 view].
 function castBf16(R, role, src, n, tag) {
   const dst = R.b16(role, n);
-  return [R.E.kernel('cast_f32_to_bf16', [dst, src, R.u(n)], { n }, `${tag}.cast_f32_to_bf16`), dst];
+  return [castOp(R, dst, src, n, tag), dst];
 }
 
 // The bf16 rounding of a product's input activation src [n] (model_bf16.cpp's input_bf16): the
@@ -72,7 +75,7 @@ function inputBf16(R, src, n, tag) {
   }
   const dst = bf16View(R.E.storage(Math.ceil(n / 2) * 4), 0, n);
   byOffset.set(src.offset, dst);
-  return [[R.E.kernel('cast_f32_to_bf16', [dst, src, R.u(n)], { n }, `${tag}.cast_f32_to_bf16`)], dst];
+  return [[castOp(R, dst, src, n, tag)], dst];
 }
 
 // linear_forward(_f16, _bf16): the f16 mirror in mixed precision, in bf16 the cast of inp and
