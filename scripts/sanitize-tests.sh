@@ -27,12 +27,11 @@ built=$(date +%s)
 # halt_on_error: the first report fails the test; detect_leaks: leaks count as failures too.
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
-# OpenMP threads sleep instead of spinning at barriers. This job checks memory and undefined
-# behaviour, not speed; on a busy runner a spinning thread holds the core its partner needs,
-# and a two-thread test took 70 s instead of 4.
+# OpenMP threads sleep instead of spinning at barriers (as CTest sets for every test of the
+# suite): on a busy runner a spinning thread holds the core its partner needs, and a two-thread
+# test took 70 s instead of 4.
 export OMP_WAIT_POLICY=PASSIVE
 # As many tests at a time as cores: with threads sleeping at barriers, a second test fills the
-# core that one test leaves idle in its serial work (setup, file I/O, checks under ASan). CTest
-# runs this job on its own (RUN_SERIAL), so nothing else shares the cores.
+# core that one test leaves idle in its serial work (setup, file I/O, checks under ASan).
 ctest --test-dir "$build" --output-on-failure -E "$excluded" -j"$(nproc)"
 echo "sanitize: build $((built - start)) s, tests $(($(date +%s) - built)) s"
