@@ -192,18 +192,35 @@ Blocks blocks_for(const GemmBf16& g, int kb, int i0, int rows) {
   return {0, kb};
 }
 
-// One tile: its init, kernel(c, ldc, first, last) over the blocks it runs, the skipped blocks'
-// +0 (before, for leading blocks: C = init + 0 comes first), and the store.
+// One tile: its init, kernel(c, ldc, first, last, row_init) over the blocks it runs, the skipped
+// blocks' +0 (before, for leading blocks: C = init + 0 comes first), and the store. row_init
+// (null where the kernel cannot take it): the product's inits as one row, every row's the same
+// (a product that does not accumulate); a tile inside C whose first block runs hands the kernel
+// its columns of it instead of writing them into C first, so C is written once, by the kernel.
 template <typename Kernel>
 void run_tile(const GemmBf16& g, float* scratch, int kb, int i0, int j0, int rows, int cols,
-              Kernel&& kernel) {
+              const float* row_init, Kernel&& kernel) {
   if (tile_unwanted(g, i0, rows, j0)) return;
   const Blocks b = blocks_for(g, kb, i0, rows);
+  if (row_init && b.first == 0 && b.last > 0 && i0 + rows <= g.M && j0 + cols <= g.N) {
+    const TileC t{g.c + size_t(i0) * g.ldc + j0, g.ldc, true};
+    kernel(t.c, t.ldc, b.first, b.last, row_init + j0);
+    if (b.last < kb) add_plus_zero(t, rows, cols);
+    return;
+  }
   const TileC t = begin_tile(g, scratch, i0, j0, rows, cols);
   if (b.first > 0) add_plus_zero(t, rows, cols);
-  if (b.first < b.last) kernel(t.c, t.ldc, b.first, b.last);
+  if (b.first < b.last) kernel(t.c, t.ldc, b.first, b.last, nullptr);
   if (b.last < kb) add_plus_zero(t, rows, cols);
   end_tile(t, g, i0, j0, rows, cols);
+}
+
+// The inits of a product that does not accumulate, the same for every row: the bias flushed, or
+// +0; +0 past N (row is rounded up to whole tiles).
+const float* row_of_inits(const GemmBf16& g, float* row) {
+  const int n = simd::round_up(g.N, dot::kAmxCols);
+  for (int j = 0; j < n; ++j) row[j] = j < g.N && g.bias ? flushed(g.bias[j]) : 0.0f;
+  return row;
 }
 
 // ---- pair packing (emulated, dpbf16) --------------------------------------------------------
@@ -412,17 +429,18 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
       const int chunk = u / panels, q = u % panels, j0 = q * NR;
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += MR) {
-        run_tile(g, tile, kb, i0, j0, MR, NR, [&](float* c, size_t ldc, int first, int last) {
-          if (widened) {
-            dot::chain_tile_emulated<MR, dot::kPairNV>(
-                c, ldc, fa + 2 * i0 * arow + first * dot::kChainSteps, 2 * arow,
-                fb + 2 * q * bpanel + size_t(first) * dot::kChainSteps * NR, last - first);
-            return;
-          }
-          const uint32_t* a = pa + i0 * arow + first * dot::kWordsPerBlock;
-          const uint32_t* b = pb + q * bpanel + size_t(first) * dot::kWordsPerBlock * NR;
-          dot::pair_tile_dpbf16(c, ldc, a, arow, b, last - first);
-        });
+        run_tile(g, tile, kb, i0, j0, MR, NR, nullptr,
+                 [&](float* c, size_t ldc, int first, int last, const float*) {
+                   if (widened) {
+                     dot::chain_tile_emulated<MR, dot::kPairNV>(
+                         c, ldc, fa + 2 * i0 * arow + first * dot::kChainSteps, 2 * arow,
+                         fb + 2 * q * bpanel + size_t(first) * dot::kChainSteps * NR, last - first);
+                     return;
+                   }
+                   const uint32_t* a = pa + i0 * arow + first * dot::kWordsPerBlock;
+                   const uint32_t* b = pb + q * bpanel + size_t(first) * dot::kWordsPerBlock * NR;
+                   dot::pair_tile_dpbf16(c, ldc, a, arow, b, last - first);
+                 });
       }
     }
   }
@@ -456,6 +474,7 @@ void MatmulBf16::run_amx(const GemmBf16& g) {
   reserve(pa_, direct ? 0 : (size_t(mp) * packed_lda + 1) / 2);
   reserve(pb_, (size_t(np / 16) * panel + 1) / 2);
   float* tiles = reserve(tiles_, size_t(threads_) * BR * BC);
+  const float* row_init = g.accumulate ? nullptr : row_of_inits(g, reserve(inits_, size_t(np)));
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, cols = np / BC, units = chunks * cols;
 #pragma omp parallel num_threads(threads_)
   {
@@ -468,11 +487,13 @@ void MatmulBf16::run_amx(const GemmBf16& g) {
       const int chunk = u / cols, q = u % cols, j0 = q * BC;
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += BR) {
-        run_tile(g, tile, kb, i0, j0, BR, BC, [&](float* c, size_t ldc, int first, int last) {
-          const size_t f = size_t(first) * 512;
-          dot::amx_block(c, ldc, pa + i0 * lda + first * dot::kBlock, lda, pb + 2 * q * panel + f,
-                         pb + (2 * q + 1) * panel + f, last - first);
-        });
+        run_tile(g, tile, kb, i0, j0, BR, BC, row_init,
+                 [&](float* c, size_t ldc, int first, int last, const float* init) {
+                   const size_t f = size_t(first) * 512;
+                   dot::amx_block(c, ldc, pa + i0 * lda + first * dot::kBlock, lda,
+                                  pb + 2 * q * panel + f, pb + (2 * q + 1) * panel + f,
+                                  last - first, init);
+                 });
       }
     }
     dot::amx_release();
