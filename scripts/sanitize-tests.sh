@@ -32,6 +32,7 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 # test took 70 s instead of 4.
 export OMP_WAIT_POLICY=PASSIVE
 # As many tests at a time as cores: with threads sleeping at barriers, a second test fills the
-# core that one test leaves idle in its serial work (setup, file I/O, checks under ASan).
+# core that one test leaves idle in its serial work (setup, file I/O, checks under ASan). CTest
+# runs this job on its own (RUN_SERIAL), so nothing else shares the cores.
 ctest --test-dir "$build" --output-on-failure -E "$excluded" -j"$(nproc)"
 echo "sanitize: build $((built - start)) s, tests $(($(date +%s) - built)) s"
