@@ -193,18 +193,21 @@ Blocks blocks_for(const GemmBf16& g, int kb, int i0, int rows) {
 }
 
 // One tile: its init, kernel(c, ldc, first, last, row_init) over the blocks it runs, the skipped
-// blocks' +0 (before, for leading blocks: C = init + 0 comes first), and the store. row_init
-// (null where the kernel cannot take it): the product's inits as one row, every row's the same
-// (a product that does not accumulate); a tile inside C whose first block runs hands the kernel
-// its columns of it instead of writing them into C first, so C is written once, by the kernel.
+// blocks' +0 (before, for leading blocks: C = init + 0 comes first), and the store. A tile inside
+// C whose first block runs lets the kernel start from its init, so that C is not written (or
+// flushed in place) before the kernel reads it: row_init, the product's inits as one row, every
+// row's the same (a product that does not accumulate; null where the kernel cannot take it), or
+// C itself where reads_c_flushed (the kernel reads C through an add under DAZ, which reads a
+// subnormal as the flushed init the order asks for; a product that accumulates).
 template <typename Kernel>
 void run_tile(const GemmBf16& g, float* scratch, int kb, int i0, int j0, int rows, int cols,
-              const float* row_init, Kernel&& kernel) {
+              const float* row_init, bool reads_c_flushed, Kernel&& kernel) {
   if (tile_unwanted(g, i0, rows, j0)) return;
   const Blocks b = blocks_for(g, kb, i0, rows);
-  if (row_init && b.first == 0 && b.last > 0 && i0 + rows <= g.M && j0 + cols <= g.N) {
+  const bool from_init = g.accumulate ? reads_c_flushed : row_init != nullptr;
+  if (from_init && b.first == 0 && b.last > 0 && i0 + rows <= g.M && j0 + cols <= g.N) {
     const TileC t{g.c + size_t(i0) * g.ldc + j0, g.ldc, true};
-    kernel(t.c, t.ldc, b.first, b.last, row_init + j0);
+    kernel(t.c, t.ldc, b.first, b.last, g.accumulate ? nullptr : row_init + j0);
     if (b.last < kb) add_plus_zero(t, rows, cols);
     return;
   }
@@ -385,15 +388,19 @@ void MatmulBf16::pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpane
   for (int q = 0; q < panels; ++q) pack_pair_panel(pb + q * bpanel, g, q, kb);
 }
 
-// The emulated path's operands: the packed words widened to f32 in chain order (A rows of
-// 2·arow floats, B panels of 2·bpanel floats), inside the threads.
+// The emulated path's operands: the packed words widened to f32 in chain order (A as
+// micro-panels of kPairMR rows, 2·arow floats per row; B panels of 2·bpanel floats), inside the
+// threads.
 void MatmulBf16::widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel) {
-  const int rows = simd::round_up(g.M, 16),
+  constexpr int MR = dot::kPairMR;
+  const int groups = simd::round_up(g.M, 16) / MR,
             panels = simd::round_up(g.N, dot::kPairNR) / dot::kPairNR;
   const size_t words = size_t(kb) * dot::kWordsPerBlock;
 #pragma omp for schedule(static)
-  for (int i = 0; i < rows; ++i)
-    dot::widen_words(fa_.data() + 2 * i * arow, pa_.data() + i * arow, words);
+  for (int q = 0; q < groups; ++q) {
+    const size_t i0 = size_t(q) * MR;
+    dot::widen_word_panel<MR>(fa_.data() + 2 * i0 * arow, pa_.data() + i0 * arow, arow, words);
+  }
 #pragma omp for schedule(static)
   for (int q = 0; q < panels; ++q) {
     dot::widen_word_rows(fb_.data() + 2 * q * bpanel, pb_.data() + q * bpanel, words, dot::kPairNR);
@@ -413,6 +420,9 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
     reserve(fb_, 2 * size_t(panels) * bpanel);
   }
   float* tiles = reserve(tiles_, size_t(threads_) * MR * NR);
+  const float* row_init =
+      g.accumulate ? nullptr
+                   : row_of_inits(g, reserve(inits_, size_t(simd::round_up(g.N, dot::kAmxCols))));
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, units = chunks * panels;
 #pragma omp parallel num_threads(threads_)
   {
@@ -429,17 +439,18 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
       const int chunk = u / panels, q = u % panels, j0 = q * NR;
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += MR) {
-        run_tile(g, tile, kb, i0, j0, MR, NR, nullptr,
-                 [&](float* c, size_t ldc, int first, int last, const float*) {
+        run_tile(g, tile, kb, i0, j0, MR, NR, row_init, true,
+                 [&](float* c, size_t ldc, int first, int last, const float* init) {
                    if (widened) {
                      dot::chain_tile_emulated<MR, dot::kPairNV>(
-                         c, ldc, fa + 2 * i0 * arow + first * dot::kChainSteps, 2 * arow,
-                         fb + 2 * q * bpanel + size_t(first) * dot::kChainSteps * NR, last - first);
+                         c, ldc, fa + 2 * i0 * arow + size_t(first) * dot::kChainSteps * MR,
+                         fb + 2 * q * bpanel + size_t(first) * dot::kChainSteps * NR, last - first,
+                         init);
                      return;
                    }
                    const uint32_t* a = pa + i0 * arow + first * dot::kWordsPerBlock;
                    const uint32_t* b = pb + q * bpanel + size_t(first) * dot::kWordsPerBlock * NR;
-                   dot::pair_tile_dpbf16(c, ldc, a, arow, b, last - first);
+                   dot::pair_tile_dpbf16(c, ldc, a, arow, b, last - first, init);
                  });
       }
     }
@@ -487,7 +498,7 @@ void MatmulBf16::run_amx(const GemmBf16& g) {
       const int chunk = u / cols, q = u % cols, j0 = q * BC;
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += BR) {
-        run_tile(g, tile, kb, i0, j0, BR, BC, row_init,
+        run_tile(g, tile, kb, i0, j0, BR, BC, row_init, false,
                  [&](float* c, size_t ldc, int first, int last, const float* init) {
                    const size_t f = size_t(first) * 512;
                    dot::amx_block(c, ldc, pa + i0 * lda + first * dot::kBlock, lda,

@@ -97,7 +97,7 @@ class MatmulBf16 {
   AlignedBuffer<uint32_t> pa_, pb_;  // packed A and B (AMX: bf16 pairs in the words)
   AlignedBuffer<float> fa_, fb_;     // the emulated path: pa_ and pb_ widened to f32
   AlignedBuffer<float> tiles_;       // per-thread C tiles
-  AlignedBuffer<float> inits_;  // AMX: a product's inits as one row, when every row's are equal
+  AlignedBuffer<float> inits_;       // a product's inits as one row, when every row's are equal
 };
 
 }  // namespace reftrain

@@ -78,19 +78,34 @@ inline float low_of(uint32_t w) {
 // integer work than FMAs (AVX2: bf16 at 0.4× fp32).
 constexpr int kChainSteps = kBlock;  // f32 values per block and row of A (or row of B panel)
 
-// dst[2w] = the high half of src[w], dst[2w + 1] its low half, as f32 (exact), for w < n.
-inline void widen_words(float* dst, const uint32_t* src, size_t n) {
+// MR rows of words (row i at src + i·rs, n words each) widened into a micro-panel in chain order:
+// step 2w of row i (the high half of word w) at dst[2w·MR + i], step 2w + 1 (its low half) at
+// dst[(2w + 1)·MR + i]. The tile then reads one step of its MR rows from one place, so the A
+// operand is a single stream, as the fp32 kernel's packed A is.
+template <int MR>
+inline void widen_word_panel(float* dst, const uint32_t* src, size_t rs, size_t n) {
   constexpr size_t W = U32::size;
   const U32 hi_mask(0xFFFF0000u);
   size_t w = 0;
   for (; w + W <= n; w += W) {
-    const U32 x = U32::load_unaligned(src + w);
-    alignas(64) float hi[W], lo[W];
-    xsimd::bitwise_cast<Batch<float>>(x & hi_mask).store_aligned(hi);
-    xsimd::bitwise_cast<Batch<float>>(x << 16).store_aligned(lo);
-    for (size_t l = 0; l < W; ++l) dst[2 * (w + l)] = hi[l], dst[2 * (w + l) + 1] = lo[l];
+    alignas(64) float hi[MR][W], lo[MR][W];
+    for (int i = 0; i < MR; ++i) {
+      const U32 x = U32::load_unaligned(src + i * rs + w);
+      xsimd::bitwise_cast<Batch<float>>(x & hi_mask).store_aligned(hi[i]);
+      xsimd::bitwise_cast<Batch<float>>(x << 16).store_aligned(lo[i]);
+    }
+    float* out = dst + 2 * w * MR;
+    for (size_t l = 0; l < W; ++l) {
+      for (int i = 0; i < MR; ++i)
+        out[2 * l * MR + i] = hi[i][l], out[(2 * l + 1) * MR + i] = lo[i][l];
+    }
   }
-  for (; w < n; ++w) dst[2 * w] = high_of(src[w]), dst[2 * w + 1] = low_of(src[w]);
+  for (; w < n; ++w) {
+    for (int i = 0; i < MR; ++i) {
+      dst[2 * w * MR + i] = high_of(src[i * rs + w]);
+      dst[(2 * w + 1) * MR + i] = low_of(src[i * rs + w]);
+    }
+  }
 }
 
 // rows 2r and 2r + 1 of dst (nr floats each) = the high and the low halves of row r of src (nr
@@ -110,17 +125,20 @@ inline void widen_word_rows(float* dst, const uint32_t* src, size_t rows, size_t
   }
 }
 
-// c (an MR×NR tile, row stride ldc) = the canonical product over `blocks` blocks, added to c.
-// a: MR rows in chain order, row stride `as` floats; b: the panel in chain order, per block 32
-// rows of NR floats. Per block the even chain's 16 steps, then the odd chain's, each from +0,
-// then c = c + (E + O). Must run under FlushDenormals (inputs read as zero, results flushed).
+// c (an MR×NR tile, row stride ldc) = the canonical product over `blocks` blocks, added to its
+// init: init's NR values (the same for every row) where init is given, else c itself, read
+// through the first add, whose DAZ reads a subnormal C as its signed zero, as the flushed init
+// the order asks for. a: the MR rows' micro-panel in chain order (widen_word_panel), from the
+// first block; b: the panel in chain order, per block 32 rows of NR floats. Per block the even
+// chain's 16 steps, then the odd chain's, each from +0, then c = c + (E + O). Must run under
+// FlushDenormals (inputs read as zero, results flushed).
 template <int MR, int NV>
-inline void chain_tile_emulated(float* c, size_t ldc, const float* a, size_t as, const float* b,
-                                int blocks) {
+inline void chain_tile_emulated(float* c, size_t ldc, const float* a, const float* b, int blocks,
+                                const float* init) {
   using V = Batch<float>;
   constexpr int W = int(V::size), NR = NV * W, H = kChainSteps / 2;
   for (int blk = 0; blk < blocks; ++blk) {
-    const float* ab = a + size_t(blk) * kChainSteps;
+    const float* ab = a + size_t(blk) * kChainSteps * MR;
     const float* bb = b + size_t(blk) * kChainSteps * NR;
     alignas(64) float even[MR][NR];  // E, while the O chains run (registers hold one set)
     V acc[MR][NV];
@@ -137,7 +155,7 @@ inline void chain_tile_emulated(float* c, size_t ldc, const float* a, size_t as,
         }
 #pragma GCC unroll 8
         for (int i = 0; i < MR; ++i) {
-          const V av(ab[i * as + s]);
+          const V av(ab[s * MR + i]);
 #pragma GCC unroll 4
           for (int v = 0; v < NV; ++v) acc[i][v] = simd::fma(av, bv[v], acc[i][v]);
         }
@@ -148,9 +166,10 @@ inline void chain_tile_emulated(float* c, size_t ldc, const float* a, size_t as,
         }
       }
     }
+    const bool from_init = blk == 0 && init;
     for (int i = 0; i < MR; ++i) {
       for (int v = 0; v < NV; ++v) {
-        const V cv = V::load_unaligned(c + i * ldc + v * W);
+        const V cv = V::load_unaligned(from_init ? init + v * W : c + i * ldc + v * W);
         const V e = V::load_aligned(&even[i][v * W]);
         (cv + (e + acc[i][v])).store_unaligned(c + i * ldc + v * W);
       }
@@ -166,16 +185,18 @@ inline void chain_tile_emulated(float* c, size_t ldc, const float* a, size_t as,
 constexpr bool kHaveDpbf16 = true;
 static_assert(kPairNR == 32, "the dpbf16 tile reads the AVX-512 pair packing");
 
-// The same tile through VDPBF16PS: one instruction per word and chain. C stays in registers
-// across the blocks (8 of them, beside the 16 chains). The adds into C still need FlushDenormals
+// The same tile through VDPBF16PS: one instruction per word and chain. C (from init, or from c
+// through the adds' DAZ, as the emulated tile reads it) stays in registers across the blocks (8
+// of them, beside the 16 chains). The adds into C still need FlushDenormals
 // (plain vaddps). A is the second operand: the products are the same either way round, and the
 // compiler can fold its broadcast into the instruction.
 inline void pair_tile_dpbf16(float* c, size_t ldc, const uint32_t* a, size_t as, const uint32_t* b,
-                             int blocks) {
+                             int blocks, const float* init) {
   constexpr int MR = 4, NV = 2, NR = 32;
   __m512 acc[MR][NV];
   for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_loadu_ps(c + i * ldc + v * 16);
+    for (int v = 0; v < NV; ++v)
+      acc[i][v] = _mm512_loadu_ps(init ? init + v * 16 : c + i * ldc + v * 16);
   }
   for (int blk = 0; blk < blocks; ++blk) {
     const uint32_t* ab = a + size_t(blk) * kWordsPerBlock;
@@ -211,7 +232,8 @@ inline void pair_tile_dpbf16(float* c, size_t ldc, const uint32_t* a, size_t as,
 }
 #else
 constexpr bool kHaveDpbf16 = false;
-inline void pair_tile_dpbf16(float*, size_t, const uint32_t*, size_t, const uint32_t*, int) {}
+inline void pair_tile_dpbf16(float*, size_t, const uint32_t*, size_t, const uint32_t*, int,
+                             const float*) {}
 #endif
 
 // ---- AMX ------------------------------------------------------------------------------------
