@@ -45,11 +45,11 @@ void cast_bf16_to_f32(float* dst, const bf16* src, size_t n) {
 }
 
 void cast_f32_to_bf16_fast(bf16* dst, const float* src, size_t n) {
-  cast_lanes<simd::kBf16Lanes>(dst, src, n, simd::narrow_bf16_lanes);
+  cast_lanes<simd::kBf16Lanes, simd::narrow_bf16_lanes>(dst, src, n);
 }
 
 void cast_bf16_to_f32_fast(float* dst, const bf16* src, size_t n) {
-  cast_lanes<simd::kBf16Lanes>(dst, src, n, simd::widen_bf16_lanes);
+  cast_lanes<simd::kBf16Lanes, simd::widen_bf16_lanes>(dst, src, n);
 }
 
 // ---- the canonical product's arithmetic ------------------------------------------------

@@ -88,11 +88,11 @@ void to_f32_lanes(float* dst, const f16* src) {
 }  // namespace
 
 void cast_f32_to_f16_fast(f16* dst, const float* src, size_t n) {
-  cast_lanes<kCastLanes>(dst, src, n, to_f16_lanes);
+  cast_lanes<kCastLanes, to_f16_lanes>(dst, src, n);
 }
 
 void cast_f16_to_f32_fast(float* dst, const f16* src, size_t n) {
-  cast_lanes<kCastLanes>(dst, src, n, to_f32_lanes);
+  cast_lanes<kCastLanes, to_f32_lanes>(dst, src, n);
 }
 
 // ---- the records -----------------------------------------------------------------------
