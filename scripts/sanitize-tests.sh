@@ -12,10 +12,16 @@
 #                                      prove a reader stays small or to provoke out of memory;
 #                                      ASan reserves terabytes of shadow address space at start
 #                                      and aborts under any such limit.
+#   webgpu_replay                      its time (150 s, the job's longest test) is Dawn's software
+#                                      GPU replaying golden runs in node, which no sanitizer
+#                                      instruments; the reftrain commands it drives (golden run
+#                                      with call dumps, compare --subset, --first-divergence) run
+#                                      under the sanitizers in KernelDump.*, CompareHardening.*
+#                                      and webgpu_llmc.
 set -euo pipefail
 src="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:?usage: $0 BUILD_DIR}"
-excluded='^(CliTest\.PeakMemoryMatchesEstimate|HardeningSurfaces\.DeeplyNested.*|HardeningSurfaces\.OutOfMemoryOutsideTrainDoesNotAdviseABatch)$'
+excluded='^(CliTest\.PeakMemoryMatchesEstimate|HardeningSurfaces\.DeeplyNested.*|HardeningSurfaces\.OutOfMemoryOutsideTrainDoesNotAdviseABatch|webgpu_replay)$'
 
 start=$(date +%s)
 # -O1: ASan's recommended level, and a quicker compile than Release's -O3.
