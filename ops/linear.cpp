@@ -27,19 +27,18 @@ void linear_backward_data(const Matmul& mm, T* dinp, const T* dout, const W* w, 
 }
 
 template <typename T>
-void linear_backward_weight(const Matmul& mm, T* dw, const T* dout, const T* inp, int N, int K,
-                            int O) {
-  // dw[O,K] += (dout[N,O])ᵀ · inp[N,K]
+void linear_backward_weight(const Matmul& mm, T* dw, T* db, const T* dout, const T* inp, int N,
+                            int K, int O) {
+  // dw[O,K] += (dout[N,O])ᵀ · inp[N,K];  db[O] += Σ_r dout[r,:] (the sums of doutᵀ's rows)
   mm.run(Gemm<T, T>{O, K, N, dout, Trans::kYes, size_t(O), inp, Trans::kNo, size_t(K), dw,
-                    size_t(K), true, nullptr});
+                    size_t(K), true, nullptr, db});
 }
 
 template <typename T, typename W>
 void linear_backward(const Matmul& mm, T* dinp, T* dw, T* db, const T* dout, const T* inp,
                      const W* w, int N, int K, int O) {
   if (dinp) linear_backward_data(mm, dinp, dout, w, N, K, O);
-  linear_backward_weight(mm, dw, dout, inp, N, K, O);
-  if (db) bias_backward(db, dout, N, O);
+  linear_backward_weight(mm, dw, db, dout, inp, N, K, O);
 }
 
 template <typename T>
@@ -84,8 +83,8 @@ template void linear_backward_data<float, float>(const Matmul&, float*, const fl
                                                  int, int, int);
 template void linear_backward_data<float, f16>(const Matmul&, float*, const float*, const f16*, int,
                                                int, int);
-template void linear_backward_weight<float>(const Matmul&, float*, const float*, const float*, int,
-                                            int, int);
+template void linear_backward_weight<float>(const Matmul&, float*, float*, const float*,
+                                            const float*, int, int, int);
 template void bias_backward<float>(float*, const float*, int, int);
 template void bias_backward<double>(double*, const double*, int, int);
 
@@ -177,8 +176,8 @@ std::vector<KernelRecord> linear_records() {
        "11_linear_backward.wgsl",
        "",
        h,
-       "linear_backward_weight, bias_backward",
-       "linear_backward_weight, bias_backward",
+       "linear_backward_weight",
+       "linear_backward_weight",
        how,
        variants,
        ours,

@@ -29,14 +29,16 @@ template <typename T, typename W>
 void linear_backward(const Matmul& mm, T* dinp, T* dw, T* db, const T* dout, const T* inp,
                      const W* w, int N, int K, int O);
 
-// linear_backward's two products on their own (it runs data, weight, then the bias gradient),
-// for a caller that times them apart: dinp += dout·w and dw += doutᵀ·inp.
+// linear_backward's two products on their own, for a caller that times them apart: dinp +=
+// dout·w, and dw += doutᵀ·inp with db += Σ_r dout[r] (db may be null). The bias gradient has
+// bias_backward's bits; the packed variants sum each column of dout while they pack doutᵀ for
+// the weight gradient, instead of reading dout a second time.
 template <typename T, typename W>
 void linear_backward_data(const Matmul& mm, T* dinp, const T* dout, const W* w, int N, int K,
                           int O);
 template <typename T>
-void linear_backward_weight(const Matmul& mm, T* dw, const T* dout, const T* inp, int N, int K,
-                            int O);
+void linear_backward_weight(const Matmul& mm, T* dw, T* db, const T* dout, const T* inp, int N,
+                            int K, int O);
 
 // db[o] += Σ_r dout[r,o], r = 0..N-1 in ascending order (one rounded add per term).
 template <typename T>

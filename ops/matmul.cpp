@@ -67,7 +67,8 @@ void Matmul::run(const Gemm<T, BT>& g) const {
       if (!std::is_same_v<T, BT> && size_t(g.K) * size_t(g.N) > widen_elems_) {
         throw std::logic_error("Matmul(eigen): an f16 operand larger than its widening buffer");
       }
-      return matmul_detail::gemm_eigen(g, reinterpret_cast<float*>(buf_->data), threads_);
+      matmul_detail::gemm_eigen(g, reinterpret_cast<float*>(buf_->data), threads_);
+      return matmul_detail::add_a_sums(g, threads_);
   }
 }
 
@@ -84,6 +85,30 @@ void epilogue_only(const Gemm<T, BT>& g) {
       T& c = g.c[size_t(i) * g.ldc + j];
       const T acc = g.accumulate ? c : T(0);
       c = g.bias ? acc + g.bias[j] : acc;
+    }
+  }
+}
+
+// a_sums[i] += op(A)[i,p], p ascending: one chain per row of op(A), the rows split between the
+// threads. For a transposed A (a weight gradient's doutᵀ) each thread walks the stored rows p
+// over its own columns i, so the reads are contiguous and each chain still runs in p order.
+template <typename T, typename BT>
+void add_a_sums(const Gemm<T, BT>& g, int threads) {
+  if (!g.a_sums) return;
+  const int nt = std::max(1, std::min(threads, omp_get_max_threads()));
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    const int i0 = int(long(g.M) * t / n), i1 = int(long(g.M) * (t + 1) / n);
+    for (int p = 0; p < g.K && g.ta == Trans::kYes; ++p) {
+      const T* row = g.a + size_t(p) * g.lda;
+      for (int i = i0; i < i1; ++i) g.a_sums[i] += row[i];
+    }
+    for (int i = i0; i < i1 && g.ta == Trans::kNo; ++i) {
+      const T* row = g.a + size_t(i) * g.lda;
+      T s = g.a_sums[i];
+      for (int p = 0; p < g.K; ++p) s += row[p];
+      g.a_sums[i] = s;
     }
   }
 }
@@ -106,12 +131,20 @@ void gemm_naive(const Gemm<T, BT>& g, int threads) {
       for (int p = 0; p < g.K; ++p) acc = std::fma(A(i, p), B(p, j), acc);
       c = g.bias ? acc + g.bias[j] : acc;
     }
+    if (g.a_sums) {
+      T s = g.a_sums[i];
+      for (int p = 0; p < g.K; ++p) s += A(i, p);
+      g.a_sums[i] = s;
+    }
   }
 }
 
 template void epilogue_only<float, float>(const Gemm<float, float>&);
 template void epilogue_only<float, f16>(const Gemm<float, f16>&);
 template void epilogue_only<double, double>(const Gemm<double, double>&);
+template void add_a_sums<float, float>(const Gemm<float, float>&, int);
+template void add_a_sums<float, f16>(const Gemm<float, f16>&, int);
+template void add_a_sums<double, double>(const Gemm<double, double>&, int);
 template void gemm_naive<float, float>(const Gemm<float, float>&, int);
 template void gemm_naive<float, f16>(const Gemm<float, f16>&, int);
 template void gemm_naive<double, double>(const Gemm<double, double>&, int);

@@ -3,6 +3,7 @@
 // 03_linear.wgsl and 11_linear_backward.wgsl (naive, workgroup-tiled 16×16, 4×4 register-blocked).
 //
 //   C[i,j] = (accumulate ? C[i,j] : 0) + Σ_p op(A)[i,p]·op(B)[p,j]  (+ bias[j])
+//   a_sums[i] += Σ_p op(A)[i,p]                                        (when a_sums is given)
 //   op(A) is M×K, op(B) is K×N, C is M×N row-major (row stride ldc).
 //   op(X) = X, stored row-major with row stride ld, or Xᵀ (Trans::kYes): X stored transposed.
 //
@@ -49,6 +50,10 @@ struct Gemm {
   size_t ldc = 0;
   bool accumulate = false;  // C += op(A)·op(B), else C = op(A)·op(B)
   const T* bias = nullptr;  // [N], added in the epilogue; may be null
+  // [M], may be null: a_sums[i] += op(A)[i,p] for p = 0..K-1 in ascending order, one rounded
+  // add per term (a weight gradient's bias gradient, db[o] += Σ_r dout[r,o]: the packed
+  // variants add the terms while they pack op(A), instead of a second pass over it).
+  T* a_sums = nullptr;
 };
 
 // A variant with its workspace: packing buffers (tiled, blocked: op(B)'s shared by the threads,

@@ -287,12 +287,29 @@ void pack_phase(const Gemm<T, BT>& g, const BlockOrder<T>& order, T* shared, int
   }
 }
 
+// sums[ii] += ap[p·MR + ii] for p = 0..kc-1 ascending, ii < rows: a micro-panel's share of the
+// sums of op(A)'s rows (Gemm::a_sums), from L1 while the panel is fresh.
+template <typename T>
+void add_panel_sums(T* sums, const T* ap, int rows, int kc) {
+  constexpr int MR = Blocking<T>::kMR;
+  T s[MR];
+  for (int ii = 0; ii < MR; ++ii) s[ii] = ii < rows ? sums[ii] : T(0);
+  for (int p = 0; p < kc; ++p) {
+#pragma GCC unroll 8
+    for (int ii = 0; ii < MR; ++ii) s[ii] += ap[p * MR + ii];
+  }
+  for (int ii = 0; ii < rows; ++ii) sums[ii] = s[ii];
+}
+
 // One unit of work: rows × cols (cols relative to the column block) of C, through the packed
 // blocks [blocks.begin, blocks.end) of one column block, K ascending. op(A) is packed per K
-// block, one micro-panel at a time, and its tiles walk the unit's columns.
+// block, one micro-panel at a time, and its tiles walk the unit's columns. With `sums` (the
+// units of the first column part of column block 0) it also adds each panel to g.a_sums: every
+// row of op(A) is in one such unit per phase, and the phases and each unit's K blocks go in
+// ascending K, so each row's sum is one chain in p order, the chain add_a_sums runs.
 template <typename Kernel, typename T, typename BT>
 void run_unit(const Gemm<T, BT>& g, const BlockOrder<T>& order, const T* shared, int first,
-              Range blocks, Range rows, Range cols, const Slices<T>& s) {
+              Range blocks, Range rows, Range cols, bool sums, const Slices<T>& s) {
   constexpr int MR = Blocking<T>::kMR, NR = Blocking<T>::kNR;
   for (int b = blocks.begin; b < blocks.end; ++b) {
     const int jc = order.jc(b), pc = order.pc(b), kc = order.kc(b);
@@ -302,6 +319,7 @@ void run_unit(const Gemm<T, BT>& g, const BlockOrder<T>& order, const T* shared,
     for (int ir = rows.begin; ir < rows.end; ir += MR) {
       const int mr = std::min(MR, rows.end - ir);
       pack_a(s.ap, g, ir, mr, pc, kc);
+      if (sums) add_panel_sums(g.a_sums + ir, s.ap, mr, kc);
       for (int jr = cols.begin; jr < cols.end; jr += NR) {
         const bool last_in_row = jr + NR >= cols.end;
         const int next_i = last_in_row ? ir + MR : ir, next_j = last_in_row ? cols.begin : jr + NR;
@@ -376,7 +394,8 @@ void run_phase(const Gemm<T, BT>& g, const BlockOrder<T>& order, const T* shared
     const int nc = order.nc(blocks.begin);
     const Range rows = part(row_tiles, gr.tm, r / gr.tn, Bk::kMR, g.M);
     const Range cols = part((nc + Bk::kNR - 1) / Bk::kNR, gr.tn, r % gr.tn, Bk::kNR, nc);
-    run_unit<Kernel>(g, order, shared, first, blocks, rows, cols, s);
+    const bool sums = g.a_sums && j == 0 && r % gr.tn == 0;
+    run_unit<Kernel>(g, order, shared, first, blocks, rows, cols, sums, s);
   }
 }
 
@@ -412,9 +431,11 @@ template <typename T, typename BT>
 void gemm_packed(const Gemm<T, BT>& g, bool register_blocked, unsigned char* workspace,
                  int threads) {
   using Bk = Blocking<T>;
-  if (g.M == 0 || g.N == 0) return;
-  if (g.K == 0) return epilogue_only(g);
-  if (gemv_transposed(g, threads)) return;
+  if (g.M == 0) return;
+  if (g.N == 0 || g.K == 0 || gemv_transposed(g, threads)) {
+    if (g.N > 0 && g.K == 0) epilogue_only(g);
+    return add_a_sums(g, threads);
+  }
   const int capacity = shared_blocks(threads);  // (the workspace was sized for this many threads)
   const int um = (g.M + Bk::kMR - 1) / Bk::kMR, un = (g.N + Bk::kNR - 1) / Bk::kNR;
   threads = std::max(1, std::min({threads, omp_get_max_threads(), um * un}));

@@ -226,10 +226,8 @@ void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, con
               [&] { linear_backward_data(matmul_, dinp, dout, w, N, K, O); });
   }
   traced_as(product_name(profile_, "linear_backward_weight", N, K, O), "linear_backward_weight",
-            {dw, db, dout, inp}, dims, [&] {
-              linear_backward_weight(matmul_, dw, dout, inp, N, K, O);
-              if (db) bias_backward(db, dout, N, O);
-            });
+            {dw, db, dout, inp}, dims,
+            [&] { linear_backward_weight(matmul_, dw, db, dout, inp, N, K, O); });
 }
 
 // The dump records the probabilities `att` only where the model keeps them (materialised);

@@ -308,6 +308,48 @@ TEST(Matmul, PhasesOfSharedPanelsDoNotChangeBits) {
   }
 }
 
+// Gemm::a_sums: the sums of op(A)'s rows (a weight gradient's bias gradient), one chain of
+// plain adds per row in ascending p from the initial sum, for every variant at 1, 2 and 3 threads,
+// and C as without them. The packed variants add while they pack op(A): shapes with edge row
+// tiles, several column blocks (only the first one's units add), K blocks over more than one
+// phase of the shared buffer (K = 4200: 17 blocks), a single row (the gemv path), N = 0 and K = 0.
+template <typename T>
+void expect_row_sums(const Problem<T, T>& pr) {
+  SCOPED_TRACE(::testing::Message()
+               << "M " << pr.M << " N " << pr.N << " K " << pr.K << " ta " << int(pr.ta));
+  OmpThreads omp;
+  TestData d(uint64_t(pr.M * 7 + pr.K));
+  std::vector<T> sums0(size_t(pr.M));
+  for (T& x : sums0) x = T(d.uniform(-1, 1));
+  std::vector<T> expected = sums0;
+  for (int i = 0; i < pr.M; ++i) {
+    for (int p = 0; p < pr.K; ++p) expected[i] += pr.A(i, p);
+  }
+  for (MatmulKind k : kAllKinds) {
+    for (int t : {1, 2, 3}) {
+      omp.set(t);
+      const Matmul mm(k, t);
+      std::vector<T> c = pr.c0, sums = sums0;
+      Gemm<T, T> g = pr.gemm(c);
+      g.a_sums = sums.data();
+      mm.run(g);
+      EXPECT_TRUE(same_bits(sums, expected)) << enum_name(k) << " at " << t << " threads";
+      EXPECT_TRUE(same_bits(c, pr.run(mm))) << enum_name(k) << " at " << t << " threads";
+    }
+  }
+}
+
+TEST(Matmul, RowSumsOfAAreOneChainPerRowOnEveryVariant) {
+  const Trans y = Trans::kYes, n = Trans::kNo;
+  expect_row_sums(Problem<float, float>(131, 1100, 300, y, n, true, false, 1, 3, 21));
+  expect_row_sums(Problem<float, float>(13, 40, 4200, y, n, true, false, 1, 2, 22));
+  expect_row_sums(Problem<float, float>(37, 70, 300, n, y, false, true, 0, 1, 23));
+  expect_row_sums(Problem<float, float>(1, 70, 300, n, y, true, true, 1, 1, 24));
+  expect_row_sums(Problem<float, float>(9, 0, 50, y, n, true, false, 0, 1, 25));
+  expect_row_sums(Problem<float, float>(9, 30, 0, y, n, true, false, 0, 1, 26));
+  expect_row_sums(Problem<double, double>(67, 600, 300, y, n, true, false, 1, 3, 27));
+}
+
 // K = 0: the empty sum. C becomes bias (or stays C + bias when accumulating).
 TEST(Matmul, EmptySumIsTheEpilogueAlone) {
   for (MatmulKind k : kAllKinds) {
