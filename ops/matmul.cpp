@@ -59,7 +59,8 @@ template <typename T, typename BT>
 void Matmul::run(const Gemm<T, BT>& g) const {
   switch (kind_) {
     case MatmulKind::kNaive:
-      return matmul_detail::gemm_naive(g, threads_);
+      matmul_detail::gemm_naive(g, threads_);
+      return matmul_detail::add_a_sums(g, threads_);
     case MatmulKind::kTiled:
     case MatmulKind::kBlocked:
       return matmul_detail::gemm_packed(g, kind_ == MatmulKind::kBlocked, buf_->data, threads_);
@@ -100,15 +101,18 @@ void add_a_sums(const Gemm<T, BT>& g, int threads) {
   {
     const int t = omp_get_thread_num(), n = omp_get_num_threads();
     const int i0 = int(long(g.M) * t / n), i1 = int(long(g.M) * (t + 1) / n);
-    for (int p = 0; p < g.K && g.ta == Trans::kYes; ++p) {
-      const T* row = g.a + size_t(p) * g.lda;
-      for (int i = i0; i < i1; ++i) g.a_sums[i] += row[i];
-    }
-    for (int i = i0; i < i1 && g.ta == Trans::kNo; ++i) {
-      const T* row = g.a + size_t(i) * g.lda;
-      T s = g.a_sums[i];
-      for (int p = 0; p < g.K; ++p) s += row[p];
-      g.a_sums[i] = s;
+    if (g.ta == Trans::kYes) {
+      for (int p = 0; p < g.K; ++p) {
+        const T* row = g.a + size_t(p) * g.lda;
+        for (int i = i0; i < i1; ++i) g.a_sums[i] += row[i];
+      }
+    } else {
+      for (int i = i0; i < i1; ++i) {
+        const T* row = g.a + size_t(i) * g.lda;
+        T s = g.a_sums[i];
+        for (int p = 0; p < g.K; ++p) s += row[p];
+        g.a_sums[i] = s;
+      }
     }
   }
 }
@@ -130,11 +134,6 @@ void gemm_naive(const Gemm<T, BT>& g, int threads) {
       T acc = g.accumulate ? c : T(0);
       for (int p = 0; p < g.K; ++p) acc = std::fma(A(i, p), B(p, j), acc);
       c = g.bias ? acc + g.bias[j] : acc;
-    }
-    if (g.a_sums) {
-      T s = g.a_sums[i];
-      for (int p = 0; p < g.K; ++p) s += A(i, p);
-      g.a_sums[i] = s;
     }
   }
 }

@@ -11,8 +11,8 @@ namespace reftrain::matmul_detail {
 template <typename T, typename BT>
 void epilogue_only(const Gemm<T, BT>& g);
 
-// g.a_sums (when given) += the sums of op(A)'s rows (ops/matmul.cpp), for the variants that do not
-// add them while they pack op(A).
+// g.a_sums (when given) += the sums of op(A)'s rows (ops/matmul.cpp): the pass of the variants
+// (naive, eigen, the packed ones' gemv path) that do not add them while they pack op(A).
 template <typename T, typename BT>
 void add_a_sums(const Gemm<T, BT>& g, int threads);
 

@@ -16,7 +16,8 @@ case "$cmd" in
   build)
     # -O1, as the sanitizer job: ASan's recommended level, and 0.84x the CPU time of -O3's build
     # (the fuzz smoke runs a fixed time, so slower inputs only mean fewer of them).
-    cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 -DCMAKE_CXX_COMPILER=clang++-16 \
+    cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
+      -DCMAKE_CXX_COMPILER=clang++-16 \
       -DREFTRAIN_FUZZ=ON -DREFTRAIN_BUILD_TESTS=OFF -DREFTRAIN_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON >/dev/null
     cmake --build "$build" -j"$(nproc)" --target reftrain_fuzzers
     ;;
