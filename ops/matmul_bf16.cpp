@@ -226,6 +226,21 @@ const float* row_of_inits(const GemmBf16& g, float* row) {
   return row;
 }
 
+// Fetches a tile's part of C into the cache for writing while the tile before it computes.
+// Every tile reads or writes its C once, and a column panel's tiles lie rows apart in a C larger
+// than the L2, so without the hint the first access stalls on memory (a write-allocate when the
+// tile starts from its inits). A hint: no bit moves. Always inlined: GCC 12 finds a function
+// whose only effect is prefetches free of side effects and deletes its calls.
+[[gnu::always_inline]] inline void prefetch_tile_c(const GemmBf16& g, int i0, int j0, int rows, int cols) {
+  const int r = std::min(rows, g.M - i0), w = std::min(cols, g.N - j0);
+  if (r <= 0 || w <= 0) return;
+  for (int i = 0; i < r; ++i) {
+    const float* row = g.c + size_t(i0 + i) * g.ldc + j0;
+    for (int j = 0; j < w; j += 16) __builtin_prefetch(row + j, 1, 3);
+    __builtin_prefetch(row + w - 1, 1, 3);
+  }
+}
+
 // ---- pair packing (emulated, dpbf16) --------------------------------------------------------
 // Per block of 32 k, 16 words: word r < 8 holds x[4r] in the high half and x[4r + 2] in the low
 // (the even chain, two steps), word 8 + r holds x[4r + 1] and x[4r + 3] (the odd chain).
@@ -439,6 +454,7 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
       const int chunk = u / panels, q = u % panels, j0 = q * NR;
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += MR) {
+        if (i0 + MR < i_end) prefetch_tile_c(g, i0 + MR, j0, MR, NR);
         run_tile(g, tile, kb, i0, j0, MR, NR, row_init, true,
                  [&](float* c, size_t ldc, int first, int last, const float* init) {
                    if (widened) {
