@@ -514,12 +514,16 @@ void MatmulBf16::run_amx(const GemmBf16& g) {
       const int chunk = u / cols, q = u % cols, j0 = q * BC;
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += BR) {
+        // the next block of this unit, when the kernel will read it from C itself
+        const bool next_in_c = g.accumulate && i0 + BR < i_end && i0 + 2 * BR <= g.M &&
+                               j0 + BC <= g.N;
+        const float* next = next_in_c ? g.c + size_t(i0 + BR) * g.ldc + j0 : nullptr;
         run_tile(g, tile, kb, i0, j0, BR, BC, row_init, false,
                  [&](float* c, size_t ldc, int first, int last, const float* init) {
                    const size_t f = size_t(first) * 512;
                    dot::amx_block(c, ldc, pa + i0 * lda + first * dot::kBlock, lda,
                                   pb + 2 * q * panel + f, pb + (2 * q + 1) * panel + f,
-                                  last - first, init);
+                                  last - first, init, next);
                  });
       }
     }

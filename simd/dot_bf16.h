@@ -271,9 +271,11 @@ inline void amx_release() {
 // c: a 32×32 f32 block (row stride ldc floats), updated in place. a: the block's first row
 // (stride lda elements) at its first block; b0, b1: two 16-column panels at their first block.
 // init: null, the block's C itself; else its 32 inits, the same for every row (a bias or zeros,
-// loaded with row stride 0), so a product that does not accumulate never reads C.
+// loaded with row stride 0), so a product that does not accumulate never reads C. next: where
+// the caller's next 32×32 block of C starts (same ldc), or null.
 inline void amx_block(float* c, size_t ldc, const bf16* a, size_t lda, const bf16* b0,
-                      const bf16* b1, int blocks, const float* init = nullptr) {
+                      const bf16* b1, int blocks, const float* init = nullptr,
+                      const float* next = nullptr) {
   const size_t sa = lda * sizeof(bf16), sc = ldc * sizeof(float);
   if (init) {
     _tile_loadd(0, init, 0);
@@ -286,13 +288,16 @@ inline void amx_block(float* c, size_t ldc, const bf16* a, size_t lda, const bf1
     _tile_loadd(2, c + 16 * ldc, sc);
     _tile_loadd(3, c + 16 * ldc + 16, sc);
   }
-  // With init, C is written only by the stores at the end: its rows are fetched for writing
-  // while the blocks run (a share per block), so that the stores do not wait on them.
-  const int prefetched = init ? (kAmxRows + blocks - 1) / blocks : 0;
+  // Rows of C fetched for writing while the blocks run, a share per block. With init, C is
+  // written only by the stores at the end: its own rows, so that the stores do not wait on them.
+  // Else the next block's, which its tile loads read first thing (a C larger than the L2 has
+  // left the cache between two visits).
+  const float* fetch = init ? c : next;
+  const int prefetched = fetch ? (kAmxRows + blocks - 1) / blocks : 0;
   for (int blk = 0; blk < blocks; ++blk) {
     for (int r = blk * prefetched; r < std::min(kAmxRows, (blk + 1) * prefetched); ++r) {
-      __builtin_prefetch(c + r * ldc, 1, 3);
-      __builtin_prefetch(c + r * ldc + 16, 1, 3);
+      __builtin_prefetch(fetch + r * ldc, 1, 3);
+      __builtin_prefetch(fetch + r * ldc + 16, 1, 3);
     }
     _tile_loadd(4, a + blk * kBlock, sa);
     _tile_loadd(5, a + 16 * lda + blk * kBlock, sa);
@@ -316,7 +321,7 @@ inline bool amx_available() {
 inline void amx_configure() {}
 inline void amx_release() {}
 inline void amx_block(float*, size_t, const bf16*, size_t, const bf16*, const bf16*, int,
-                      const float* = nullptr) {}
+                      const float* = nullptr, const float* = nullptr) {}
 #endif
 
 }  // namespace reftrain::simd::bf16dot
