@@ -27,7 +27,6 @@
 #include <vector>
 
 #include "ops/attention.h"
-#include "ops/attention.h"
 
 namespace {
 
@@ -113,7 +112,7 @@ void fused(benchmark::State& state, Buffers& b, AttentionSplit split) {
   auto step = [&] {
     reftrain::attention_forward_fast(b.out.data(), lse.data(), b.qkv.data(), b.B, b.T, kC, kNH);
     reftrain::attention_backward_fast(b.dqkv.data(), b.dout.data(), b.qkv.data(), b.out.data(),
-                                       lse.data(), b.B, b.T, kC, kNH, split);
+                                      lse.data(), b.B, b.T, kC, kNH, split);
   };
   const size_t workspace = std::max(reftrain::attention_fast_workspace_bytes(b.T, kHs, false),
                                     reftrain::attention_fast_workspace_bytes(b.T, kHs, true));

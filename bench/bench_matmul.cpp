@@ -186,8 +186,9 @@ void register_all(const std::vector<int>& counts) {
         for (MatmulKind k : kinds) {
           const bool small = 2.0 * sh.M * sh.K * sh.O <= 2.5e9;
           if (k == MatmulKind::kNaive && !small) continue;
-          auto* b = benchmark::RegisterBenchmark((std::string(reftrain::enum_name(k)) + tail).c_str(),
-                                                 BM_variant, k, p, sh.M, sh.K, sh.O, t);
+          auto* b =
+              benchmark::RegisterBenchmark((std::string(reftrain::enum_name(k)) + tail).c_str(),
+                                           BM_variant, k, p, sh.M, sh.K, sh.O, t);
           b->Unit(benchmark::kMillisecond)->UseRealTime();
           if (k == MatmulKind::kNaive) b->Iterations(1);
         }

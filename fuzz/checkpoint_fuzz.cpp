@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/train/checkpoint.h"
 #include "core/base/error.h"
+#include "core/train/checkpoint.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

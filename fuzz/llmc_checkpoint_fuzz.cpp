@@ -5,11 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "simd/aligned_buffer.h"
 #include "core/base/error.h"
-#include "core/model/gpt2.h"
 #include "core/formats/llmc.h"
+#include "core/model/gpt2.h"
 #include "fuzz/fuzz_input.h"
+#include "simd/aligned_buffer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace reftrain;

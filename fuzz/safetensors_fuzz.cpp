@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/golden/compare.h"
 #include "core/base/error.h"
 #include "core/formats/safetensors.h"
+#include "core/golden/compare.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -231,7 +231,8 @@ const float* row_of_inits(const GemmBf16& g, float* row) {
 // than the L2, so without the hint the first access stalls on memory (a write-allocate when the
 // tile starts from its inits). A hint: no bit moves. Always inlined: GCC 12 finds a function
 // whose only effect is prefetches free of side effects and deletes its calls.
-[[gnu::always_inline]] inline void prefetch_tile_c(const GemmBf16& g, int i0, int j0, int rows, int cols) {
+[[gnu::always_inline]] inline void prefetch_tile_c(const GemmBf16& g, int i0, int j0, int rows,
+                                                   int cols) {
   const int r = std::min(rows, g.M - i0), w = std::min(cols, g.N - j0);
   if (r <= 0 || w <= 0) return;
   for (int i = 0; i < r; ++i) {
@@ -515,8 +516,8 @@ void MatmulBf16::run_amx(const GemmBf16& g) {
       const int i_end = std::min(mp, (chunk + 1) * kChunkRows);
       for (int i0 = chunk * kChunkRows; i0 < i_end; i0 += BR) {
         // the next block of this unit, when the kernel will read it from C itself
-        const bool next_in_c = g.accumulate && i0 + BR < i_end && i0 + 2 * BR <= g.M &&
-                               j0 + BC <= g.N;
+        const bool next_in_c =
+            g.accumulate && i0 + BR < i_end && i0 + 2 * BR <= g.M && j0 + BC <= g.N;
         const float* next = next_in_c ? g.c + size_t(i0 + BR) * g.ldc + j0 : nullptr;
         run_tile(g, tile, kb, i0, j0, BR, BC, row_init, false,
                  [&](float* c, size_t ldc, int first, int last, const float* init) {

@@ -108,12 +108,8 @@ inline void widen_bf16_lanes(float* dst, const bf16* src) {
 class FlushDenormals {
  public:
 #if defined(__x86_64__)
-  FlushDenormals() : saved_(_mm_getcsr()) {
-    _mm_setcsr(saved_ | 0x8040u);
-  }  // FTZ | DAZ
-  ~FlushDenormals() {
-    _mm_setcsr(saved_);
-  }
+  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040u); }  // FTZ | DAZ
+  ~FlushDenormals() { _mm_setcsr(saved_); }
 
  private:
   unsigned saved_;
@@ -123,9 +119,7 @@ class FlushDenormals {
     const uint64_t fz = saved_ | (uint64_t(1) << 24);
     __asm__ volatile("msr fpcr, %0" : : "r"(fz));
   }
-  ~FlushDenormals() {
-    __asm__ volatile("msr fpcr, %0" : : "r"(saved_));
-  }
+  ~FlushDenormals() { __asm__ volatile("msr fpcr, %0" : : "r"(saved_)); }
 
  private:
   uint64_t saved_;
