@@ -310,27 +310,40 @@ void pack_pair_rows(uint32_t* pa, size_t arow, const GemmBf16& g, int i0, int kb
   }
 }
 
-// Columns [q·NR, q·NR + NR) of op(B) into one panel: per block, 16 rows of NR words.
+// Columns [q·NR, q·NR + NR) of a transposed op(B) (column j contiguous along k) into one panel:
+// per block, 16 rows of NR words.
 void pack_pair_panel(uint32_t* panel, const GemmBf16& g, int q, int kb) {
-  constexpr int NR = dot::kPairNR;
+  constexpr int NR = dot::kPairNR, G = dot::kPackCols;
   const int j0 = q * NR, n = std::max(0, std::min(NR, g.N - j0)), full = full_blocks(g.K, kb);
-  if (g.tb == Trans::kYes) {
-    constexpr int G = dot::kPackCols;
-    for (int c0 = 0; c0 < NR; c0 += G) {
-      const int done =
-          c0 + G <= n ? dot::pair_runs(panel + c0, NR, g.b + size_t(j0 + c0) * g.ldb, g.ldb, full)
-                      : 0;
-      for (int jj = c0; jj < c0 + G && jj < NR; ++jj) {
-        const bf16* x = jj < n ? g.b + size_t(j0 + jj) * g.ldb : nullptr;
-        pair_run(panel + jj, NR, x, g.K, kb, done);
+  for (int c0 = 0; c0 < NR; c0 += G) {
+    const int done =
+        c0 + G <= n ? dot::pair_runs(panel + c0, NR, g.b + size_t(j0 + c0) * g.ldb, g.ldb, full)
+                    : 0;
+    for (int jj = c0; jj < c0 + G && jj < NR; ++jj) {
+      const bf16* x = jj < n ? g.b + size_t(j0 + jj) * g.ldb : nullptr;
+      pair_run(panel + jj, NR, x, g.K, kb, done);
+    }
+  }
+}
+
+// Panels [q0, q1) of an untransposed op(B) (row k contiguous along j), each bpanel words: word
+// row r of block blk of panel q from rows pair_k(blk, r) and + 2, columns [q·NR, q·NR + NR).
+// One word row goes across all the panels, and a block's words in the order that reads B's rows
+// ascending (k = 0 and 2, 1 and 3, 4 and 6, ..): each row of B is then read as one run, not as
+// a cache line per panel and block, which waited on memory (a weight gradient's B is the layer
+// input, 2,048+ rows). Bf16 weight gradients took about 0.94x their time on Zen 4.
+void pack_pair_panels_across(uint32_t* pb, size_t bpanel, const GemmBf16& g, int q0, int q1,
+                             int kb) {
+  constexpr int NR = dot::kPairNR;
+  for (int blk = 0; blk < kb; ++blk) {
+    for (int i = 0; i < dot::kWordsPerBlock; ++i) {
+      const int r = i / 2 + (i % 2) * 8;  // words 0, 8, 1, 9, ..: rows k = 0, 2, 1, 3, 4, 6, ..
+      const size_t row = (size_t(blk) * dot::kWordsPerBlock + r) * NR;
+      for (int q = q0; q < q1; ++q) {
+        const int j0 = q * NR, n = std::max(0, std::min(NR, g.N - j0));
+        pair_across(pb + q * bpanel + row, 1, g.b + j0, g.ldb, blk, r, g.K, n, NR);
       }
     }
-    return;
-  }
-  for (int blk = 0; blk < kb; ++blk) {
-    for (int r = 0; r < dot::kWordsPerBlock; ++r)
-      pair_across(panel + (size_t(blk) * dot::kWordsPerBlock + r) * NR, 1, g.b + j0, g.ldb, blk, r,
-                  g.K, n, NR);
   }
 }
 
@@ -400,8 +413,17 @@ void MatmulBf16::pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpane
   uint32_t *pa = pa_.data(), *pb = pb_.data();  // (reserved by the caller, before the threads)
 #pragma omp for schedule(static)
   for (int q = 0; q < groups; ++q) pack_pair_rows(pa, arow, g, q * 16, kb);
+  if (g.tb == Trans::kYes) {
 #pragma omp for schedule(static)
-  for (int q = 0; q < panels; ++q) pack_pair_panel(pb + q * bpanel, g, q, kb);
+    for (int q = 0; q < panels; ++q) pack_pair_panel(pb + q * bpanel, g, q, kb);
+    return;
+  }
+  // one run of panels per thread, so that each reads its part of B's rows as runs
+  const int threads = omp_get_num_threads(), per = (panels + threads - 1) / threads;
+#pragma omp for schedule(static)
+  for (int t = 0; t < threads; ++t)
+    pack_pair_panels_across(pb, bpanel, g, std::min(panels, t * per),
+                            std::min(panels, (t + 1) * per), kb);
 }
 
 // The emulated path's operands: the packed words widened to f32 in chain order (A as
