@@ -226,20 +226,15 @@ const float* row_of_inits(const GemmBf16& g, float* row) {
   return row;
 }
 
-// Fetches a tile's part of C into the cache for writing while the tile before it computes.
-// Every tile reads or writes its C once, and a column panel's tiles lie rows apart in a C larger
-// than the L2, so without the hint the first access stalls on memory (a write-allocate when the
-// tile starts from its inits). A hint: no bit moves. Always inlined: GCC 12 finds a function
-// whose only effect is prefetches free of side effects and deletes its calls.
+// Fetches a tile's part of C (clipped to C) into the cache for writing while the tile before it
+// computes. Every tile reads or writes its C once, and a column panel's tiles lie rows apart in a
+// C larger than the L2, so without the hint the first access stalls on memory (a write-allocate
+// when the tile starts from its inits). A hint: no bit moves. Always inlined, as the helper it
+// calls and for the same reason: a function whose only effect is prefetches loses its calls.
 [[gnu::always_inline]] inline void prefetch_tile_c(const GemmBf16& g, int i0, int j0, int rows,
                                                    int cols) {
   const int r = std::min(rows, g.M - i0), w = std::min(cols, g.N - j0);
-  if (r <= 0 || w <= 0) return;
-  for (int i = 0; i < r; ++i) {
-    const float* row = g.c + size_t(i0 + i) * g.ldc + j0;
-    for (int j = 0; j < w; j += 16) __builtin_prefetch(row + j, 1, 3);
-    __builtin_prefetch(row + w - 1, 1, 3);
-  }
+  if (r > 0 && w > 0) simd::prefetch_rows_for_writing(g.c + size_t(i0) * g.ldc + j0, g.ldc, r, w);
 }
 
 // ---- pair packing (emulated, dpbf16) --------------------------------------------------------

@@ -232,21 +232,6 @@ struct Range {
   int begin, end;
 };
 
-// Fetch a tile's rows of C (rows × cols at c) into the cache for writing, while the tile before
-// it computes. The kernel loads its tile of C before its first FMA (every chain starts from C),
-// and after an earlier K block the tile has left the L2 (a column block of C is larger than it),
-// so those loads stalled on memory: baby's products (M = 2048) ran 5-15 % faster with this on
-// the dev machine and 7 % on the Xeon (bench/RESULTS.md, issue 32). A hint: no bit moves.
-template <typename T>
-void prefetch_c(const T* c, size_t ldc, int rows, int cols) {
-  constexpr int kLine = 64 / int(sizeof(T));
-  for (int i = 0; i < rows; ++i) {
-    const T* row = c + size_t(i) * ldc;
-    for (int j = 0; j < cols; j += kLine) __builtin_prefetch(row + j, 1, 3);
-    __builtin_prefetch(row + cols - 1, 1, 3);
-  }
-}
-
 // The product's blocks of op(B) in the order every output needs them: column block after column
 // block, and inside one its K blocks ascending. Block b is column block b / kblocks, K block
 // b % kblocks.
@@ -323,9 +308,15 @@ void run_unit(const Gemm<T, BT>& g, const BlockOrder<T>& order, const T* shared,
       for (int jr = cols.begin; jr < cols.end; jr += NR) {
         const bool last_in_row = jr + NR >= cols.end;
         const int next_i = last_in_row ? ir + MR : ir, next_j = last_in_row ? cols.begin : jr + NR;
+        // The next tile's C, fetched while this one computes: the kernel loads its tile of C
+        // before its first FMA, and after an earlier K block the tile has left the L2 (a column
+        // block of C is larger than it), so those loads stalled on memory: baby's products
+        // (M = 2048) ran 5-15 % faster with this on the dev machine and 7 % on the Xeon
+        // (bench/RESULTS.md, issue 32).
         if (next_i < rows.end) {
-          prefetch_c(g.c + size_t(next_i) * g.ldc + jc + next_j, g.ldc,
-                     std::min(MR, rows.end - next_i), std::min(NR, cols.end - next_j));
+          simd::prefetch_rows_for_writing(g.c + size_t(next_i) * g.ldc + jc + next_j, g.ldc,
+                                          std::min(MR, rows.end - next_i),
+                                          std::min(NR, cols.end - next_j));
         }
         tile<Kernel>(kc, s.ap, bp + size_t(jr) * kc, g.c + size_t(ir) * g.ldc + jc + jr, g.ldc, mr,
                      std::min(NR, cols.end - jr), load_c, bias ? bias + jr : nullptr, s);
