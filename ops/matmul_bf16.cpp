@@ -54,7 +54,7 @@ bool bf16_path_available(Bf16Path p) {
 
 Bf16Path bf16_best_path() {
   if (bf16_path_available(Bf16Path::kAmx)) return Bf16Path::kAmx;
-  if (bf16_path_available(Bf16Path::kDpbf16)) return Bf16Path::kDpbf16;
+  if (bf16_path_available(Bf16Path::kDpbf16) && dot::dpbf16_outruns_fma()) return Bf16Path::kDpbf16;
   return Bf16Path::kEmulated;
 }
 
@@ -422,10 +422,10 @@ void MatmulBf16::pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpane
 }
 
 // The emulated path's operands: the packed words widened to f32 in chain order (A as
-// micro-panels of kPairMR rows, 2·arow floats per row; B panels of 2·bpanel floats), inside the
-// threads.
+// micro-panels of kEmulatedMR rows, 2·arow floats per row; B panels of 2·bpanel floats), inside
+// the threads.
 void MatmulBf16::widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel) {
-  constexpr int MR = dot::kPairMR;
+  constexpr int MR = dot::kEmulatedMR;
   const int groups = simd::round_up(g.M, 16) / MR,
             panels = simd::round_up(g.N, dot::kPairNR) / dot::kPairNR;
   const size_t words = size_t(kb) * dot::kWordsPerBlock;
@@ -441,11 +441,12 @@ void MatmulBf16::widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpan
 }
 
 void MatmulBf16::run_pairs(const GemmBf16& g) {
-  constexpr int MR = dot::kPairMR, NR = dot::kPairNR;
+  constexpr int NR = dot::kPairNR, EMR = dot::kEmulatedMR;
+  const bool widened = path_ == Bf16Path::kEmulated;
+  const int MR = widened ? EMR : dot::kPairMR;
   const int kb = blocks_of(g.K), mp = simd::round_up(g.M, MR),
             panels = simd::round_up(g.N, NR) / NR;
   const size_t arow = packed_row_elems(kb) / 2, bpanel = size_t(kb) * dot::kWordsPerBlock * NR;
-  const bool widened = path_ == Bf16Path::kEmulated;
   reserve(pa_, size_t(simd::round_up(g.M, 16)) * arow);
   reserve(pb_, size_t(panels) * bpanel);
   if (widened) {
@@ -476,8 +477,8 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
         run_tile(g, tile, kb, i0, j0, MR, NR, row_init, true,
                  [&](float* c, size_t ldc, int first, int last, const float* init) {
                    if (widened) {
-                     dot::chain_tile_emulated<MR, dot::kPairNV>(
-                         c, ldc, fa + 2 * i0 * arow + size_t(first) * dot::kChainSteps * MR,
+                     dot::chain_tile_emulated<EMR, dot::kPairNV>(
+                         c, ldc, fa + 2 * i0 * arow + size_t(first) * dot::kChainSteps * EMR,
                          fb + 2 * q * bpanel + size_t(first) * dot::kChainSteps * NR, last - first,
                          init);
                      return;

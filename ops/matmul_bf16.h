@@ -70,7 +70,8 @@ enum class Bf16Path { kReference, kEmulated, kDpbf16, kAmx };
 const char* bf16_path_name(Bf16Path p);
 // Whether this build and CPU run the path (amx: compiled in and granted by the kernel).
 bool bf16_path_available(Bf16Path p);
-// The fastest available: amx, dpbf16, then emulated.
+// The fastest available: amx; dpbf16 where it multiplies faster than the FMAs the emulation runs
+// (simd/dot_bf16.h, dpbf16_outruns_fma); else emulated.
 Bf16Path bf16_best_path();
 
 // The reference: every output on its own, dot_bf16_canonical, parallel over rows of C.

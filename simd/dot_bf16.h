@@ -20,6 +20,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -38,15 +39,21 @@ namespace reftrain::simd::bf16dot {
 constexpr int kBlock = 32;          // K per block: one AMX tile row of bf16
 constexpr int kWordsPerBlock = 16;  // pair-packed words per block and row (8 even, 8 odd)
 
-// The register tile: MR rows × NV vectors of W lanes (NR = NV·W columns). dpbf16 (AVX-512, 4×2):
-// 16 chains of E and O, the 8 accumulators of C, 2 B vectors and the broadcast. The emulated
-// tile runs the E chains, keeps them in memory while the O chains run, then adds: 4×2 on AVX-512
-// and NEON; on AVX2 (16 ymm) 4×3, 12 chains, 3 B vectors and the broadcast, so that the 3 loads
-// and 4 broadcasts of a step feed 12 FMAs (4×2 fed 8 from 6: load-bound).
+// The register tiles: MR rows × NV vectors of W lanes (NR = NV·W columns, the pair packing's
+// panel width, shared by both tiles). dpbf16 (AVX-512, 4×2): 16 chains of E and O, the 8
+// accumulators of C, 2 B vectors and the broadcast. The emulated tile runs the E chains, keeps them
+// in memory while the O chains run, then adds, so it holds one set of chains: where there are 32
+// vector registers (AVX-512, NEON) 8×2, 16 chains, so that the 2 loads and 8 broadcasts of a step
+// feed 16 FMAs (4×2 fed 8 from 6 and left a core with two FMA pipes waiting on the latency of its 8
+// chains and on B from L2: 0.8× fp32 on a Xeon core, bench/RESULTS.md); on AVX2 (16 ymm) 4×3, 12
+// chains, 3 B vectors and the broadcast, so that the 3 loads and 4 broadcasts of a step feed 12
+// FMAs (4×2 fed 8 from 6: load-bound).
 constexpr int kPairMR = 4;
 #if defined(__x86_64__) && !defined(__AVX512F__)
+constexpr int kEmulatedMR = 4;
 constexpr int kPairNV = 3;
 #else
+constexpr int kEmulatedMR = 8;
 constexpr int kPairNV = 2;
 #endif
 constexpr int kPairNR = kPairNV * int(Batch<float>::size);
@@ -230,10 +237,57 @@ inline void pair_tile_dpbf16(float* c, size_t ldc, const uint32_t* a, size_t as,
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(c + i * ldc + v * 16, acc[i][v]);
   }
 }
+
+// Seconds for `rounds` rounds of 12 independent chains of VDPBF16PS (dpbf16) or of 512-bit FMAs:
+// 12 in flight covers latency × pipes for either on every core we know. The values stay normal
+// and finite; their sum goes to an empty asm, so no chain can be dropped.
+template <bool kDpbf16>
+double chain_seconds(int rounds) {
+  constexpr int kChains = 12;
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(float(c));
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  const __m512bh one = (__m512bh)_mm512_set1_epi32(0x3F803F80),
+                 tiny = (__m512bh)_mm512_set1_epi32(0x33D633D6);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < rounds; ++r) {
+#pragma GCC unroll 12
+    for (int c = 0; c < kChains; ++c)
+      acc[c] = kDpbf16 ? _mm512_dpbf16_ps(acc[c], one, tiny) : _mm512_fmadd_ps(acc[c], x, y);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  __m512 sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  asm volatile("" : : "v"(sum));
+  return s;
+}
+
+// Whether VDPBF16PS multiplies more bf16 pairs per second than 512-bit FMAs multiply floats, which
+// is what the emulated tile runs on. One instruction is 32 products against an FMA's 16, and on
+// AMD's Zen 4 both issue once a cycle: the dpbf16 tile is the faster. On Intel's Sapphire and
+// Emerald Rapids cores it issues every other cycle against two FMAs a cycle, half the products,
+// and the emulated tile is the faster (bench/RESULTS.md); those cores have AMX, but a hypervisor
+// may hide it. Measured once, the best of three alternations (about a millisecond): the two rates
+// differ by 2× either way, far beyond a busy machine's noise. Which path runs moves no bit.
+inline bool dpbf16_outruns_fma() {
+  static const bool faster = [] {
+    constexpr int kRounds = 20000;
+    double dp = 1e30, fma = 1e30;
+    for (int i = 0; i < 3; ++i) {
+      dp = std::min(dp, chain_seconds<true>(kRounds));
+      fma = std::min(fma, chain_seconds<false>(kRounds));
+    }
+    return 32.0 / dp > 16.0 / fma;
+  }();
+  return faster;
+}
 #else
 constexpr bool kHaveDpbf16 = false;
 inline void pair_tile_dpbf16(float*, size_t, const uint32_t*, size_t, const uint32_t*, int,
                              const float*) {}
+inline bool dpbf16_outruns_fma() {
+  return false;
+}
 #endif
 
 // ---- AMX ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "ops/attention_bf16.h"
 #include "ops/bf16.h"
 #include "ops/matmul_bf16.h"
+#include "simd/dot_bf16.h"
 #ifdef REFTRAIN_AVX2_TWIN
 #include "tests/common/avx2_kernels.h"
 #endif
@@ -426,8 +427,16 @@ TEST(Bf16Matmul, ReportsItsPaths) {
   EXPECT_TRUE(bf16_path_available(Bf16Path::kReference));
   EXPECT_TRUE(bf16_path_available(Bf16Path::kEmulated));
   EXPECT_TRUE(bf16_path_available(bf16_best_path()));
-  std::printf("bf16 paths: best %s, dpbf16 %s, amx %s\n", bf16_path_name(bf16_best_path()),
+  // Without AMX, dpbf16 is chosen exactly where it multiplies faster than the emulation's FMAs.
+  if (!bf16_path_available(Bf16Path::kAmx)) {
+    const bool dpbf16 =
+        bf16_path_available(Bf16Path::kDpbf16) && simd::bf16dot::dpbf16_outruns_fma();
+    EXPECT_EQ(bf16_best_path(), dpbf16 ? Bf16Path::kDpbf16 : Bf16Path::kEmulated);
+  }
+  std::printf("bf16 paths: best %s, dpbf16 %s (%s the FMAs), amx %s\n",
+              bf16_path_name(bf16_best_path()),
               bf16_path_available(Bf16Path::kDpbf16) ? "yes" : "no",
+              simd::bf16dot::dpbf16_outruns_fma() ? "outruns" : "slower than",
               bf16_path_available(Bf16Path::kAmx) ? "yes" : "no");
 }
 
