@@ -4,7 +4,8 @@
 // input and of the output gradient to bf16, which a bf16 step pays; the weight mirror comes from
 // the optimizer), the median of 7 runs after 2 warm-ups. Paths: fp32 blocked, bf16 best (amx,
 // dpbf16 or emulated, whichever the CPU has), bf16 emulated. bench/torch_bf16.py times PyTorch's
-// autocast on the same shapes. Each shape also prints the best path's three products alone.
+// autocast on the same shapes. Each shape also prints the best path's three products alone. On
+// an AVX512_BF16 build it first prints the two instruction rates bf16_best_path compares.
 //
 //   ./build/bench/bench_bf16 1 16        (thread counts)
 #include <omp.h>
@@ -22,6 +23,7 @@
 #include "ops/bf16.h"
 #include "ops/linear.h"
 #include "ops/matmul_bf16.h"
+#include "simd/dot_bf16.h"
 
 namespace {
 
@@ -238,6 +240,15 @@ int main(int argc, char** argv) {
   const Shape shapes[] = {{"baby_qkv", 2048, 384, 1152},    {"baby_fc", 2048, 384, 1536},
                           {"baby_fcproj", 2048, 1536, 384}, {"gpt2_qkv", 4096, 768, 2304},
                           {"gpt2_fc", 4096, 768, 3072},     {"gpt2_fcproj", 4096, 3072, 768}};
+#if defined(__AVX512BF16__)
+  // What bf16_best_path weighs when there is no AMX: products per second of one core.
+  constexpr int kRounds = 200000;
+  const double dp = simd::bf16dot::chain_seconds<true>(kRounds),
+               fma = simd::bf16dot::chain_seconds<false>(kRounds), instr = 12.0 * kRounds;
+  std::printf("one core: VDPBF16PS %.1f G products/s, 512-bit FMA %.1f G products/s: %s\n",
+              32 * instr / dp / 1e9, 16 * instr / fma / 1e9,
+              simd::bf16dot::dpbf16_outruns_fma() ? "dpbf16 runs" : "the emulation runs");
+#endif
   for (int t : threads) {
     for (const Shape& s : shapes) run_shape(s, t);
   }
