@@ -183,7 +183,7 @@ void run_shape(const Shape& s, int threads) {
   Matmul mm(MatmulKind::kBlocked, threads);
   const double fp32 = median_ms([&] {
     linear_forward<float, float>(mm, out.data(), inp.data(), w.data(), b.data(), s.N, s.K, s.O);
-    linear_backward_data<float, float>(mm, dinp.data(), dout.data(), w.data(), s.N, s.K, s.O);
+    linear_backward_data<float, float>(mm, dinp.data(), dout.data(), w.data(), s.N, s.K, s.O, true);
     linear_backward_weight<float>(mm, dw.data(), nullptr, dout.data(), inp.data(), s.N, s.K, s.O);
   });
   std::vector<bf16> inp16(nk), w16(ok), dout16(no);

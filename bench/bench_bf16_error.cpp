@@ -66,7 +66,7 @@ void linear(const std::string& dir, int N, int K, int O) {
   MatmulBf16 mm;
   std::vector<float> y(no), dx(nk), dw(ok), db(b.size());
   linear_forward_bf16(mm, y.data(), x16.data(), w16.data(), b.data(), N, K, O);
-  linear_backward_data_bf16(mm, dx.data(), dy16.data(), w16.data(), N, K, O);
+  linear_backward_data_bf16(mm, dx.data(), dy16.data(), w16.data(), N, K, O, true);
   linear_backward_weight_bf16(mm, dw.data(), db.data(), dy.data(), dy16.data(), x16.data(), N, K,
                               O);
   write_f32(dir, "y", y);

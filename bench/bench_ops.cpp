@@ -109,20 +109,20 @@ void register_activations() {
     k.gelu_forward(s.act_out.data(), s.act_x.data(), kGeluElems);
   });
   add("gelu_backward", 4 * kF * kGeluElems, [](const KernelTable& k, Buffers& s) {
-    k.gelu_backward(s.act_d.data(), s.act_x.data(), s.act_g.data(), kGeluElems);
+    k.gelu_backward(s.act_d.data(), s.act_x.data(), s.act_g.data(), kGeluElems, true);
   });
   add("gelu_erf_forward", 2 * kF * kGeluElems, [](const KernelTable& k, Buffers& s) {
     k.gelu_erf_forward(s.act_out.data(), s.act_x.data(), kGeluElems);
   });
   add("gelu_erf_backward", 4 * kF * kGeluElems, [](const KernelTable& k, Buffers& s) {
-    k.gelu_erf_backward(s.act_d.data(), s.act_x.data(), s.act_g.data(), kGeluElems);
+    k.gelu_erf_backward(s.act_d.data(), s.act_x.data(), s.act_g.data(), kGeluElems, true);
   });
   add("swiglu_forward", 3 * kF * kSwigluElems, [](const KernelTable& k, Buffers& s) {
     k.swiglu_forward(s.act_out.data(), s.act_x.data(), s.act_y.data(), kSwigluElems);
   });
   add("swiglu_backward", 7 * kF * kSwigluElems, [](const KernelTable& k, Buffers& s) {
     k.swiglu_backward(s.act_d.data(), s.act_d2.data(), s.act_g.data(), s.act_x.data(),
-                      s.act_y.data(), kSwigluElems);
+                      s.act_y.data(), kSwigluElems, true);
   });
 }
 
@@ -139,7 +139,7 @@ void register_rope_residual() {
     k.residual_forward(s.out.data(), s.x.data(), s.dout.data(), kNC);
   });
   add("residual_backward", 5 * kRow, [](const KernelTable& k, Buffers& s) {
-    k.residual_backward(s.dx.data(), s.out.data(), s.dout.data(), kNC);
+    k.residual_backward(s.dx.data(), s.out.data(), s.dout.data(), kNC, true);
   });
 }
 

@@ -169,11 +169,11 @@ void gelu_forward_fast(float* out, const float* x, size_t n) {
   });
 }
 
-void gelu_backward_fast(float* dx, const float* x, const float* dout, size_t n) {
+void gelu_backward_fast(float* dx, const float* x, const float* dout, size_t n, bool accumulate) {
   simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
     using V = typename decltype(lanes)::type;
     const V grad = gelu_derivative(load<V>(x + i));
-    simd::store(dx + i, simd::fma(grad, load<V>(dout + i), load<V>(dx + i)));
+    simd::store(dx + i, simd::fma(grad, load<V>(dout + i), simd::prior<V>(dx + i, accumulate)));
   });
 }
 
@@ -212,14 +212,15 @@ void gelu_erf_forward_fast(float* out, const float* x, size_t n) {
 }
 
 // gelu_erf'(x) = ½·(1 + erf) + x·e^(−x²/2)/√(2π).
-void gelu_erf_backward_fast(float* dx, const float* x, const float* dout, size_t n) {
+void gelu_erf_backward_fast(float* dx, const float* x, const float* dout, size_t n,
+                            bool accumulate) {
   simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
     using V = typename decltype(lanes)::type;
     const V xi = load<V>(x + i);
     V erf, gauss;
     erf_and_gauss(xi, erf, gauss);
     const V grad = simd::fma(xi * V(float(kInvSqrt2Pi)), gauss, V(0.5f) * (V(1.0f) + erf));
-    simd::store(dx + i, simd::fma(grad, load<V>(dout + i), load<V>(dx + i)));
+    simd::store(dx + i, simd::fma(grad, load<V>(dout + i), simd::prior<V>(dx + i, accumulate)));
   });
 }
 
@@ -234,15 +235,16 @@ void swiglu_forward_fast(float* out, const float* gate, const float* up, size_t 
 
 // silu'(g) = σ + g·σ·(1 - σ) = silu·(1 - σ) + σ.
 void swiglu_backward_fast(float* dgate, float* dup, const float* dout, const float* gate,
-                          const float* up, size_t n) {
+                          const float* up, size_t n, bool accumulate) {
   simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
     using V = typename decltype(lanes)::type;
     const V g = load<V>(gate + i), d = load<V>(dout + i);
     const V sg = simd::sigmoid(g);
     const V silu = g * sg;
     const V dsilu = simd::fma(silu, V(1.0f) - sg, sg);
-    simd::store(dgate + i, simd::fma(d * load<V>(up + i), dsilu, load<V>(dgate + i)));
-    simd::store(dup + i, simd::fma(d, silu, load<V>(dup + i)));
+    simd::store(dgate + i,
+                simd::fma(d * load<V>(up + i), dsilu, simd::prior<V>(dgate + i, accumulate)));
+    simd::store(dup + i, simd::fma(d, silu, simd::prior<V>(dup + i, accumulate)));
   });
 }
 

@@ -43,18 +43,22 @@ void swiglu_backward(T* dgate, T* dup, const T* dout, const T* gate, const T* up
 
 // Same as gelu_forward except float only, 16 lanes at a time, simd/math.h's tanh.
 void gelu_forward_fast(float* out, const float* x, size_t n);
-// Same as gelu_backward except float only, 16 lanes at a time, simd/math.h's tanh.
-void gelu_backward_fast(float* dx, const float* x, const float* dout, size_t n);
+// Same as gelu_backward except float only, 16 lanes at a time, simd/math.h's tanh. With
+// accumulate false (here and in the other fast backwards), the gradient is written, each element
+// from +0, never read: the bits of zeroing it first.
+void gelu_backward_fast(float* dx, const float* x, const float* dout, size_t n,
+                        bool accumulate = true);
 // Same as gelu_erf_forward except float only, 16 lanes at a time, erf from a rational
 // approximation in t = 1/(1 + 0.3275911·|x|) times simd/math.h's e^(−x²) (Abramowitz & Stegun
 // 7.1.26: |error| < 1.5e-7): within the bound tests/ops/test_activation.cpp states.
 void gelu_erf_forward_fast(float* out, const float* x, size_t n);
 // Same as gelu_erf_backward except as gelu_erf_forward_fast.
-void gelu_erf_backward_fast(float* dx, const float* x, const float* dout, size_t n);
+void gelu_erf_backward_fast(float* dx, const float* x, const float* dout, size_t n,
+                            bool accumulate = true);
 // Same as swiglu_forward except float only, 16 lanes at a time, simd/math.h's sigmoid.
 void swiglu_forward_fast(float* out, const float* gate, const float* up, size_t n);
 // Same as swiglu_backward except float only, 16 lanes at a time, simd/math.h's sigmoid.
 void swiglu_backward_fast(float* dgate, float* dup, const float* dout, const float* gate,
-                          const float* up, size_t n);
+                          const float* up, size_t n, bool accumulate = true);
 
 }  // namespace reftrain

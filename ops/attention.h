@@ -72,11 +72,12 @@ template <typename T>
 void attention_forward_fast(T* out, T* lse, const T* qkv, int B, int Tn, int C, int NH);
 
 // Same as attention_backward except that it recomputes the probabilities tile by tile from lse.
-// Accumulates (+=) into dqkv. `out` and `lse` are the forward's.
+// Accumulates (+=) into dqkv; with accumulate false, writes it (each element 0 + its sum, never
+// read: the bits of zeroing dqkv first). `out` and `lse` are the forward's.
 template <typename T>
 void attention_backward_fast(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
                              int B, int Tn, int C, int NH,
-                             AttentionSplit split = AttentionSplit::kAuto);
+                             AttentionSplit split = AttentionSplit::kAuto, bool accumulate = true);
 
 // Row t of attention_forward over qkv rows 0..t [t+1, 3C]: out [C]; att [NH, t+1] receives the
 // row's probabilities (scratch). Parallel over heads.

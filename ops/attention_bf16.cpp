@@ -118,7 +118,8 @@ void forward_head(MatmulBf16& mm, float* out, float* s, bf16* p16, const bf16* q
 
 // The head (b, h) of the backward; dp and ds16 [T,T] are this thread's scratch.
 void backward_head(MatmulBf16& mm, float* dq, float* dp, bf16* ds16, const bf16* dout,
-                   const bf16* q, const float* p, const bf16* p16, int Tn, int C, int hs, Masks m) {
+                   const bf16* q, const float* p, const bf16* p16, int Tn, int C, int hs, Masks m,
+                   bool accumulate) {
   const size_t C3 = size_t(3) * C;
   const float scale = 1.0f / std::sqrt(float(hs));
   // dP[t,u] = Σ_i dout[t,i]·v[u,i]; only u ≤ t is read
@@ -128,13 +129,13 @@ void backward_head(MatmulBf16& mm, float* dq, float* dp, bf16* ds16, const bf16*
     const size_t row = size_t(t) * Tn;
     softmax_grad_row(dp + row, ds16 + row, p + row, t, Tn, scale);
   }
-  // dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut
-  mm.run({Tn, hs, Tn, ds16, Trans::kNo, size_t(Tn), q + C, Trans::kNo, C3, dq, C3, true, nullptr,
-          m.lower_a});
-  mm.run({Tn, hs, Tn, ds16, Trans::kYes, size_t(Tn), q, Trans::kNo, C3, dq + C, C3, true, nullptr,
-          m.upper_a});
+  // dQ += dS·K;  dK += dSᵀ·Q;  dV += Pᵀ·dOut (each from +0 when not accumulating)
+  mm.run({Tn, hs, Tn, ds16, Trans::kNo, size_t(Tn), q + C, Trans::kNo, C3, dq, C3, accumulate,
+          nullptr, m.lower_a});
+  mm.run({Tn, hs, Tn, ds16, Trans::kYes, size_t(Tn), q, Trans::kNo, C3, dq + C, C3, accumulate,
+          nullptr, m.upper_a});
   mm.run({Tn, hs, Tn, p16, Trans::kYes, size_t(Tn), dout, Trans::kNo, size_t(C), dq + 2 * C, C3,
-          true, nullptr, m.upper_a});
+          accumulate, nullptr, m.upper_a});
 }
 
 }  // namespace
@@ -156,7 +157,7 @@ void attention_forward_bf16(MatmulBf16& mm, float* out, float* att, bf16* att16,
 
 void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16, const bf16* dout16,
                              const bf16* qkv16, const float* att, const bf16* att16, int B, int Tn,
-                             int C, int NH) {
+                             int C, int NH, bool accumulate) {
   const int hs = C / NH;
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
   std::vector<MatmulBf16> engines = per_thread(mm);
@@ -168,7 +169,7 @@ void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16,
     const size_t head = size_t(b) * Tn * C3 + size_t(h) * hs;
     backward_head(engines[size_t(me)], dqkv + head, dp + size_t(me) * TT, ds16 + size_t(me) * TT,
                   dout16 + size_t(b) * Tn * C + size_t(h) * hs, qkv16 + head, att + size_t(bh) * TT,
-                  att16 + size_t(bh) * TT, Tn, C, hs, m);
+                  att16 + size_t(bh) * TT, Tn, C, hs, m, accumulate);
   }
 }
 

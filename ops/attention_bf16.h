@@ -28,10 +28,11 @@ void attention_forward_bf16(MatmulBf16& mm, float* out, float* att, bf16* att16,
 
 // Accumulates (+=) into dqkv [B,T,3C] f32. dout16 [B,T,C] is the output gradient rounded to
 // bf16; dp [mm.threads(),T,T] f32 and ds16 [mm.threads(),T,T] bf16 are scratch (one [T,T] each
-// per thread).
+// per thread). With accumulate false, dqkv is written (its products start from +0), never read:
+// the bits of zeroing it first.
 void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16, const bf16* dout16,
                              const bf16* qkv16, const float* att, const bf16* att16, int B, int Tn,
-                             int C, int NH);
+                             int C, int NH, bool accumulate = true);
 
 // Row pos of attention_forward_bf16 for a B = 1 sequence whose qkv16 rows 0..pos are in place
 // (the KV cache): out [C] f32; p [pos+1] f32 and p16 [pos+1] bf16 are scratch. The products over

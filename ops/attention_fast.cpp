@@ -273,11 +273,14 @@ HeadAt head_at(int b, int h, int Tn, int C, int hs) {
           size_t(3) * C, size_t(C)};
 }
 
-// dst rows (stride ld) += src rows (stride hsp), channels < hs.
+// dst rows (stride ld) += src rows (stride hsp), channels < hs; with accumulate false,
+// dst = 0 + src (dst never read). Every element of dqkv is written by one such call.
 template <typename T>
-void add_rows(T* dst, size_t ld, const T* src, int rows, const Dims& d) {
+void add_rows(T* dst, size_t ld, const T* src, int rows, const Dims& d, bool accumulate) {
   for (int r = 0; r < rows; ++r) {
-    for (int i = 0; i < d.hs; ++i) dst[r * ld + i] += src[size_t(r) * d.hsp + i];
+    for (int i = 0; i < d.hs; ++i) {
+      dst[r * ld + i] = (accumulate ? dst[r * ld + i] : T(0)) + src[size_t(r) * d.hsp + i];
+    }
   }
 }
 
@@ -535,7 +538,7 @@ int tile_rows(const Dims& d, int tile) {
 // With dq non-null, also dq (the whole head's, [Tp][hsp]) += each tile's ds·k.
 template <typename T>
 void backward_key_tile(T* dk, T* dv, size_t ld, T* dq, const Workspace<T>& w, const Dims& d, int kb,
-                       T scale) {
+                       T scale, bool accumulate) {
   const int u0 = kb * kTile;
   std::fill(w.dk, w.dk + kTile * d.hsp, T(0));
   std::fill(w.dv, w.dv + kTile * d.hsp, T(0));
@@ -545,20 +548,21 @@ void backward_key_tile(T* dk, T* dv, size_t ld, T* dq, const Workspace<T>& w, co
     if (dq) accumulate_dq(dq + size_t(t0) * d.hsp, w, d, u0, rows, qb == kb);
     accumulate_dkdv(w, d, t0, rows, qb == kb);
   }
-  add_rows(dk + u0 * ld, ld, w.dk, tile_rows(d, kb), d);
-  add_rows(dv + u0 * ld, ld, w.dv, tile_rows(d, kb), d);
+  add_rows(dk + u0 * ld, ld, w.dk, tile_rows(d, kb), d, accumulate);
+  add_rows(dv + u0 * ld, ld, w.dv, tile_rows(d, kb), d, accumulate);
 }
 
 // Query tile qb of a packed head, over every key tile it sees: dq rows += .
 template <typename T>
-void backward_query_tile(T* dq, size_t ld, const Workspace<T>& w, const Dims& d, int qb, T scale) {
+void backward_query_tile(T* dq, size_t ld, const Workspace<T>& w, const Dims& d, int qb, T scale,
+                         bool accumulate) {
   const int t0 = qb * kTile, rows = tile_rows(d, qb);
   std::fill(w.dq, w.dq + size_t(rows) * d.hsp, T(0));
   for (int kb = 0; kb <= qb; ++kb) {
     backward_tile(w, d, t0, kb * kTile, rows, kb == qb, scale);
     accumulate_dq(w.dq, w, d, kb * kTile, rows, kb == qb);
   }
-  add_rows(dq + t0 * ld, ld, w.dq, rows, d);
+  add_rows(dq + t0 * ld, ld, w.dq, rows, d, accumulate);
 }
 
 // The two-pass split does 7 tile products per (query tile, key tile) where the per-head split
@@ -600,7 +604,7 @@ void backward_pass(const T* dout, const T* qkv, const T* out, const T* lse, cons
 
 template <typename T>
 void attention_backward_fast(T* dqkv, const T* dout, const T* qkv, const T* out, const T* lse,
-                             int B, int Tn, int C, int NH, AttentionSplit split) {
+                             int B, int Tn, int C, int NH, AttentionSplit split, bool accumulate) {
   const Dims d = make_dims(Tn, C / NH);
   const T scale = T(1) / std::sqrt(T(d.hs));
   const BackwardArgs a{B, Tn, C, NH};
@@ -616,23 +620,23 @@ void attention_backward_fast(T* dqkv, const T* dout, const T* qkv, const T* out,
           T* g = dqkv + at.qkv;
           std::fill(w.dq, w.dq + size_t(d.Tp) * d.hsp, T(0));
           for (int kb = 0; kb < NB; ++kb) {
-            backward_key_tile(g + C, g + 2 * size_t(C), at.ld3, w.dq, w, d, kb, scale);
+            backward_key_tile(g + C, g + 2 * size_t(C), at.ld3, w.dq, w, d, kb, scale, accumulate);
           }
-          add_rows(g, at.ld3, w.dq, Tn, d);
+          add_rows(g, at.ld3, w.dq, Tn, d, accumulate);
         });
     return;
   }
   backward_pass(
       dout, qkv, out, lse, a, d, heads * NB, NB, [NB](int k) { return k % NB + 1; },
       [&](const Workspace<T>& w, const HeadAt& at, int qb) {
-        backward_query_tile(dqkv + at.qkv, at.ld3, w, d, qb, scale);
+        backward_query_tile(dqkv + at.qkv, at.ld3, w, d, qb, scale, accumulate);
       });
   backward_pass(
       dout, qkv, out, lse, a, d, heads * NB, NB, [NB](int k) { return NB - k % NB; },
       [&](const Workspace<T>& w, const HeadAt& at, int kb) {
         T* g = dqkv + at.qkv;
         backward_key_tile(g + C, g + 2 * size_t(C), at.ld3, static_cast<T*>(nullptr), w, d, kb,
-                          scale);
+                          scale, accumulate);
       });
 }
 
@@ -652,7 +656,7 @@ size_t attention_fast_workspace_bytes(int Tn, int hs, bool backward, size_t elem
   template void attention_forward_fast<T>(T*, T*, const T*, int, int, int, int);                 \
   template void attention_decode_fast<T>(T*, T*, const T*, int, int, int);                       \
   template void attention_backward_fast<T>(T*, const T*, const T*, const T*, const T*, int, int, \
-                                           int, int, AttentionSplit);
+                                           int, int, AttentionSplit, bool);
 REFTRAIN_INSTANTIATE(float)
 REFTRAIN_INSTANTIATE(double)
 #undef REFTRAIN_INSTANTIATE

@@ -19,11 +19,11 @@ void linear_forward(const Matmul& mm, T* out, const T* inp, const W* w, const T*
 }
 
 template <typename T, typename W>
-void linear_backward_data(const Matmul& mm, T* dinp, const T* dout, const W* w, int N, int K,
-                          int O) {
-  // dinp[N,K] += dout[N,O] · w[O,K]
+void linear_backward_data(const Matmul& mm, T* dinp, const T* dout, const W* w, int N, int K, int O,
+                          bool accumulate) {
+  // dinp[N,K] (+)= dout[N,O] · w[O,K]
   mm.run(Gemm<T, W>{N, K, O, dout, Trans::kNo, size_t(O), w, Trans::kNo, size_t(K), dinp, size_t(K),
-                    true, nullptr});
+                    accumulate, nullptr});
 }
 
 template <typename T>
@@ -37,7 +37,7 @@ void linear_backward_weight(const Matmul& mm, T* dw, T* db, const T* dout, const
 template <typename T, typename W>
 void linear_backward(const Matmul& mm, T* dinp, T* dw, T* db, const T* dout, const T* inp,
                      const W* w, int N, int K, int O) {
-  if (dinp) linear_backward_data(mm, dinp, dout, w, N, K, O);
+  if (dinp) linear_backward_data(mm, dinp, dout, w, N, K, O, true);
   linear_backward_weight(mm, dw, db, dout, inp, N, K, O);
 }
 
@@ -80,9 +80,9 @@ template void linear_backward<double, double>(const Matmul&, double*, double*, d
                                               const double*, const double*, const double*, int, int,
                                               int);
 template void linear_backward_data<float, float>(const Matmul&, float*, const float*, const float*,
-                                                 int, int, int);
+                                                 int, int, int, bool);
 template void linear_backward_data<float, f16>(const Matmul&, float*, const float*, const f16*, int,
-                                               int, int);
+                                               int, int, bool);
 template void linear_backward_weight<float>(const Matmul&, float*, float*, const float*,
                                             const float*, int, int, int);
 template void bias_backward<float>(float*, const float*, int, int);

@@ -32,10 +32,12 @@ void linear_backward(const Matmul& mm, T* dinp, T* dw, T* db, const T* dout, con
 // linear_backward's two products on their own, for a caller that times them apart: dinp +=
 // dout·w, and dw += doutᵀ·inp with db += Σ_r dout[r] (db may be null). The bias gradient has
 // bias_backward's bits; the packed variants sum each column of dout while they pack doutᵀ for
-// the weight gradient, instead of reading dout a second time.
+// the weight gradient, instead of reading dout a second time. With accumulate false, the
+// backward-data product starts every output from +0 instead of reading dinp: the bits of
+// zeroing dinp first, without the pass over memory (a model's first writer of a gradient).
 template <typename T, typename W>
-void linear_backward_data(const Matmul& mm, T* dinp, const T* dout, const W* w, int N, int K,
-                          int O);
+void linear_backward_data(const Matmul& mm, T* dinp, const T* dout, const W* w, int N, int K, int O,
+                          bool accumulate);
 template <typename T>
 void linear_backward_weight(const Matmul& mm, T* dw, T* db, const T* dout, const T* inp, int N,
                             int K, int O);

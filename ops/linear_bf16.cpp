@@ -12,11 +12,11 @@ void linear_forward_bf16(MatmulBf16& mm, float* out, const bf16* inp16, const bf
           b});
 }
 
-// dinp += dout16·w16: A = dout16 [N,O], B = w16 [O,K].
+// dinp (+)= dout16·w16: A = dout16 [N,O], B = w16 [O,K].
 void linear_backward_data_bf16(MatmulBf16& mm, float* dinp, const bf16* dout16, const bf16* w16,
-                               int N, int K, int O) {
-  mm.run({N, K, O, dout16, Trans::kNo, size_t(O), w16, Trans::kNo, size_t(K), dinp, size_t(K), true,
-          nullptr});
+                               int N, int K, int O, bool accumulate) {
+  mm.run({N, K, O, dout16, Trans::kNo, size_t(O), w16, Trans::kNo, size_t(K), dinp, size_t(K),
+          accumulate, nullptr});
 }
 
 // dw += dout16ᵀ·inp16: A(o,r) = dout16[r,o] (transposed), B = inp16 [N,K].

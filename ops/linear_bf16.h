@@ -23,9 +23,10 @@ namespace reftrain {
 
 void linear_forward_bf16(MatmulBf16& mm, float* out, const bf16* inp16, const bf16* w16,
                          const float* b, int N, int K, int O);
-// Accumulates (+=) into dinp.
+// Accumulates (+=) into dinp; with accumulate false, starts every output from +0 instead of
+// reading dinp (the bits of zeroing it first).
 void linear_backward_data_bf16(MatmulBf16& mm, float* dinp, const bf16* dout16, const bf16* w16,
-                               int N, int K, int O);
+                               int N, int K, int O, bool accumulate);
 // Accumulates (+=) into dw and, when not null, db.
 void linear_backward_weight_bf16(MatmulBf16& mm, float* dw, float* db, const float* dout,
                                  const bf16* dout16, const bf16* inp16, int N, int K, int O);

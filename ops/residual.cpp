@@ -29,12 +29,12 @@ void residual_forward_fast(float* out, const float* a, const float* b, size_t n)
   });
 }
 
-void residual_backward_fast(float* da, float* db, const float* dout, size_t n) {
+void residual_backward_fast(float* da, float* db, const float* dout, size_t n, bool accumulate) {
   simd::parallel_for_each16(n, [&](auto lanes, size_t i) {
     using V = typename decltype(lanes)::type;
     const V g = simd::load<V>(dout + i);
-    simd::store(da + i, simd::load<V>(da + i) + g);
-    simd::store(db + i, simd::load<V>(db + i) + g);
+    simd::store(da + i, simd::prior<V>(da + i, accumulate) + g);
+    simd::store(db + i, simd::prior<V>(db + i, accumulate) + g);
   });
 }
 

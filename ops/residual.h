@@ -16,7 +16,9 @@ void residual_backward(T* da, T* db, const T* dout, size_t n);
 
 // Same as residual_forward except float only, 16 lanes at a time: bit-identical.
 void residual_forward_fast(float* out, const float* a, const float* b, size_t n);
-// Same as residual_backward except float only, 16 lanes at a time: bit-identical.
-void residual_backward_fast(float* da, float* db, const float* dout, size_t n);
+// Same as residual_backward except float only, 16 lanes at a time: bit-identical. With
+// accumulate false, da and db are written (0 + dout, never read): the bits of zeroing them first.
+void residual_backward_fast(float* da, float* db, const float* dout, size_t n,
+                            bool accumulate = true);
 
 }  // namespace reftrain

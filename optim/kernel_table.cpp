@@ -1,5 +1,6 @@
 #include "optim/kernel_table.h"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 
@@ -7,14 +8,49 @@ namespace reftrain {
 
 namespace {
 
+// The backward references under their slots' signature, whose `accumulate` false means "write
+// the gradient": the references keep the records' += and get it literally, the gradient zeroed
+// and then added into (the fast kernels get the same bits without the zeroing pass).
+void zero_unless(bool accumulate, float* p, size_t n) {
+  if (!accumulate) std::fill(p, p + n, 0.0f);
+}
+
+void gelu_backward_reference(float* dx, const float* x, const float* dout, size_t n,
+                             bool accumulate) {
+  zero_unless(accumulate, dx, n);
+  gelu_backward(dx, x, dout, n);
+}
+
+void gelu_erf_backward_reference(float* dx, const float* x, const float* dout, size_t n,
+                                 bool accumulate) {
+  zero_unless(accumulate, dx, n);
+  gelu_erf_backward(dx, x, dout, n);
+}
+
+void swiglu_backward_reference(float* dgate, float* dup, const float* dout, const float* gate,
+                               const float* up, size_t n, bool accumulate) {
+  zero_unless(accumulate, dgate, n), zero_unless(accumulate, dup, n);
+  swiglu_backward(dgate, dup, dout, gate, up, n);
+}
+
+void residual_backward_reference(float* da, float* db, const float* dout, size_t n,
+                                 bool accumulate) {
+  zero_unless(accumulate, da, n), zero_unless(accumulate, db, n);
+  residual_backward(da, db, dout, n);
+}
+
 void attention_backward_materialised(float* dqkv, float* dp, const float* dout, const float* qkv,
-                                     const float*, const float* att, int B, int T, int C, int NH) {
+                                     const float*, const float* att, int B, int T, int C, int NH,
+                                     bool accumulate) {
+  zero_unless(accumulate, dqkv, size_t(B) * T * 3 * C);
   attention_backward(dqkv, dp, dout, qkv, att, B, T, C, NH);
 }
 
 void attention_backward_fused(float* dqkv, float*, const float* dout, const float* qkv,
-                              const float* out, const float* lse, int B, int T, int C, int NH) {
-  attention_backward_fast(dqkv, dout, qkv, out, lse, B, T, C, NH);
+                              const float* out, const float* lse, int B, int T, int C, int NH,
+                              bool accumulate) {
+  attention_backward_fast(dqkv, dout, qkv, out, lse, B, T, C, NH, AttentionSplit::kAuto,
+                          accumulate);
 }
 
 }  // namespace
@@ -39,14 +75,14 @@ KernelTable reference_kernels() {
   t.attention_backward = attention_backward_materialised;
   t.attention_decode = attention_decode<float>;
   t.gelu_forward = gelu_forward<float>;
-  t.gelu_backward = gelu_backward<float>;
+  t.gelu_backward = gelu_backward_reference;
   t.gelu_erf_forward = gelu_erf_forward<float>;
-  t.gelu_erf_backward = gelu_erf_backward<float>;
+  t.gelu_erf_backward = gelu_erf_backward_reference;
   t.swiglu_forward = swiglu_forward<float>;
-  t.swiglu_backward = swiglu_backward<float>;
+  t.swiglu_backward = swiglu_backward_reference;
   t.crossentropy_forward_backward = crossentropy_forward_backward<float>;
   t.residual_forward = residual_forward<float>;
-  t.residual_backward = residual_backward<float>;
+  t.residual_backward = residual_backward_reference;
   t.cast_f32_to_f16 = cast_f32_to_f16;
   t.cast_f32_to_bf16 = cast_f32_to_bf16;
   t.reduce_norm_sq = reduce_norm_sq;

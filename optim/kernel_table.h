@@ -32,7 +32,7 @@ namespace reftrain {
 // scratch, the fused one reads out and lse (in att's place).
 using AttentionBackwardFn = void (*)(float* dqkv, float* dp, const float* dout, const float* qkv,
                                      const float* out, const float* att, int B, int T, int C,
-                                     int NH);
+                                     int NH, bool accumulate);
 
 struct KernelTable {
   Kernels column;     // kReference: every slot its reference; kFast: the fast overrides

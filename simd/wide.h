@@ -102,6 +102,12 @@ template <>
 inline Wide load<Wide>(const float* p) {
   return Wide::load(p);
 }
+// What an output gradient adds to: its value at p (accumulate), or +0 without reading p (the
+// kernel is the buffer's first writer; +0 + g is the bits of zeroing the buffer first, -0 too).
+template <typename V>
+V prior(const float* p, bool accumulate) {
+  return accumulate ? load<V>(p) : V(0.0f);
+}
 inline void store(float* p, float v) {
   *p = v;
 }

@@ -171,7 +171,7 @@ void run_linear_backward_data_bf16(FixtureIo<float>& io, const KernelDims& d) {
   std::vector<float> dinp = io.get("dinp_in");
   MatmulBf16 mm = fixture_matmul_bf16(d);
   linear_backward_data_bf16(mm, dinp.data(), get_bf16(io, "dout16").data(),
-                            get_bf16(io, "w16").data(), N, K, O);
+                            get_bf16(io, "w16").data(), N, K, O, true);
   io.put("dinp", {N, K}, dinp);
 }
 

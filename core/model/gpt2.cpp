@@ -139,12 +139,15 @@ void Gpt2::gelu_fwd(float* out, const float* x, size_t n) const {
   }
 }
 
+// Writes dx (Grad::kFresh).
 void Gpt2::gelu_bwd(float* dx, const float* x, const float* dout, size_t n) const {
+  fresh_for_dump(dx, n, Grad::kFresh);
   if (cfg_.activation == Activation::kGeluErf) {
     traced("gelu_erf_backward", {dx, x, dout}, {{"n", n}},
-           [&] { kt_.gelu_erf_backward(dx, x, dout, n); });
+           [&] { kt_.gelu_erf_backward(dx, x, dout, n, false); });
   } else {
-    traced("gelu_backward", {dx, x, dout}, {{"n", n}}, [&] { kt_.gelu_backward(dx, x, dout, n); });
+    traced("gelu_backward", {dx, x, dout}, {{"n", n}},
+           [&] { kt_.gelu_backward(dx, x, dout, n, false); });
   }
 }
 
@@ -226,22 +229,20 @@ void Gpt2::layer_backward(int l, float* dres, int B, int T) {
   const float* res_in = layer_input(l);
   const int N = B * T, C = cfg_.channels;
   const size_t NC = size_t(N) * C;
-  // MLP half: res3 = res2 + fcproj(gelu(fc(LN2(res2)))).
-  zero(act_.dres2, NC), zero(act_.dbranch, NC);
+  // MLP half: res3 = res2 + fcproj(gelu(fc(LN2(res2)))). Every input gradient below is written
+  // by its first kernel (Grad::kFresh), the residual's included; layernorm adds into dres2.
   residual_bwd(act_.dres2, act_.dbranch, dres, NC);
-  zero(act_.dfch_gelu, NC * 4), zero(act_.dfch, NC * 4), zero(act_.dln, NC);
-  linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, N, 4 * C,
-             C);
+  linear_bwd(act_.dfch_gelu, g.fcprojw, g.fcprojb, act_.dbranch, a.fch_gelu, w.fcprojw, N, 4 * C, C,
+             Grad::kFresh);
   gelu_bwd(act_.dfch, a.fch, act_.dfch_gelu, NC * 4);
-  linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C);
+  linear_bwd(act_.dln, g.fcw, g.fcb, act_.dfch, a.ln2, w.fcw, N, C, 4 * C, Grad::kFresh);
   layernorm_bwd(act_.dres2, g.ln2w, g.ln2b, act_.dln, a.res2, w.ln2w, a.ln2_mean, a.ln2_rstd, N);
   // Attention half: res2 = res_in + attproj(attn(qkv(LN1(res_in)))).
-  zero(dres, NC), zero(act_.dbranch, NC);
   residual_bwd(dres, act_.dbranch, act_.dres2, NC);
-  zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
-  linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C);
+  linear_bwd(act_.datty, g.attprojw, g.attprojb, act_.dbranch, a.atty, w.attprojw, N, C, C,
+             Grad::kFresh);
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
-  linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C);
+  linear_bwd(act_.dln, g.qkvw, g.qkvb, act_.dqkv, a.ln1, w.qkvw, N, C, 3 * C, Grad::kFresh);
   layernorm_bwd(dres, g.ln1w, g.ln1b, act_.dln, res_in, w.ln1w, a.ln1_mean, a.ln1_rstd, N);
 }
 
@@ -257,8 +258,8 @@ float Gpt2::head_forward(const float* res, const int32_t* targets, int N) {
 float* Gpt2::head_backward(int N) {
   const int C = cfg_.channels;
   const size_t NC = size_t(N) * C;
-  zero(act_.dln, NC);
-  linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, N, C, cfg_.padded_vocab);
+  linear_bwd(act_.dln, gt_.wte, nullptr, act_.dlogits, act_.lnf, wt_.wte, N, C, cfg_.padded_vocab,
+             Grad::kFresh);
   zero(act_.dres, NC);
   layernorm_bwd(act_.dres, gt_.lnfw, gt_.lnfb, act_.dln, layer_input(cfg_.layers), wt_.lnfw,
                 act_.lnf_mean, act_.lnf_rstd, N);

@@ -120,10 +120,12 @@ void Llama::swiglu_fwd(float* out, const float* gate, const float* up, size_t n)
          [&] { kt_.swiglu_forward(out, gate, up, n); });
 }
 
+// Writes dgate and dup (Grad::kFresh).
 void Llama::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate,
                        const float* up, size_t n) const {
+  fresh_for_dump(dgate, n, Grad::kFresh), fresh_for_dump(dup, n, Grad::kFresh);
   traced("swiglu_backward", {dgate, dup, dout, gate, up}, {{"n", n}},
-         [&] { kt_.swiglu_backward(dgate, dup, dout, gate, up, n); });
+         [&] { kt_.swiglu_backward(dgate, dup, dout, gate, up, n, false); });
 }
 
 void Llama::rope_fwd(float* out, const float* x, int B, int T, int t0) const {
@@ -236,27 +238,24 @@ void Llama::layer_backward(int l, float* dres, int B, int T) {
   const int N = B * T, C = cfg_.channels, F = cfg_.ffn;
   const size_t NC = size_t(N) * C, NF = size_t(N) * F;
   // MLP half: res3 = res2 + down(swiglu(gate(RMS2(res2)), up(RMS2(res2)))).
-  zero(act_.dres2, NC), zero(act_.dbranch, NC);
+  // Each input gradient is written by its first kernel (Grad::kFresh), later ones add into it.
   residual_bwd(act_.dres2, act_.dbranch, dres, NC);
-  zero(act_.dswi, NF), zero(act_.dgate, NF), zero(act_.dup, NF), zero(act_.dln, NC);
-  linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, N, F, C);
+  linear_bwd(act_.dswi, g.wdown, nullptr, act_.dbranch, a.swi, w.wdown, N, F, C, Grad::kFresh);
   swiglu_bwd(act_.dgate, act_.dup, act_.dswi, a.gate, a.up, NF);
-  linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, N, C, F);
-  linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, N, C, F);
+  linear_bwd(act_.dln, g.wgate, nullptr, act_.dgate, a.rms2, w.wgate, N, C, F, Grad::kFresh);
+  linear_bwd(act_.dln, g.wup, nullptr, act_.dup, a.rms2, w.wup, N, C, F, Grad::kAdd);
   rmsnorm_bwd(act_.dres2, g.rms2w, act_.dln, a.res2, w.rms2w, a.rms2_rstd, N);
   // Attention half: res2 = res_in + o(attn(rope(q(x)), rope(k(x)), v(x))), x = RMS1(res_in).
-  zero(dres, NC), zero(act_.dbranch, NC);
   residual_bwd(dres, act_.dbranch, act_.dres2, NC);
-  zero(act_.datty, NC), zero(act_.dqkv, NC * 3), zero(act_.dln, NC);
-  linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, N, C, C);
+  linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, N, C, C, Grad::kFresh);
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   unpack(act_.dqkv, N);  // now dq, dk after RoPE, and dv
   zero(act_.q, NC), zero(act_.k, NC);
   rope_bwd(act_.q, act_.qr, B, T);
   rope_bwd(act_.k, act_.kr, B, T);
-  linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, N, C, C);
-  linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, N, C, C);
-  linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, N, C, C);
+  linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, N, C, C, Grad::kFresh);
+  linear_bwd(act_.dln, g.wk, nullptr, act_.k, a.rms1, w.wk, N, C, C, Grad::kAdd);
+  linear_bwd(act_.dln, g.wv, nullptr, act_.v, a.rms1, w.wv, N, C, C, Grad::kAdd);
   rmsnorm_bwd(dres, g.rms1w, act_.dln, res_in, w.rms1w, a.rms1_rstd, N);
 }
 
@@ -272,9 +271,8 @@ float Llama::head_forward(const float* res, const int32_t* targets, int N) {
 float* Llama::head_backward(int N) {
   const int C = cfg_.channels;
   const size_t NC = size_t(N) * C;
-  zero(act_.dln, NC);
   linear_bwd(act_.dln, gt_.head, nullptr, act_.dlogits, act_.rmsf, wt_.head, N, C,
-             cfg_.padded_vocab);
+             cfg_.padded_vocab, Grad::kFresh);
   zero(act_.dres, NC);
   rmsnorm_bwd(act_.dres, gt_.rmsfw, act_.dln, layer_input(cfg_.layers), wt_.rmsfw, act_.rmsf_rstd,
               N);

@@ -169,8 +169,9 @@ void Model::residual_fwd(float* out, const float* a, const float* b, size_t n) c
 }
 
 void Model::residual_bwd(float* da, float* db, const float* dout, size_t n) const {
+  fresh_for_dump(da, n, Grad::kFresh), fresh_for_dump(db, n, Grad::kFresh);
   traced("residual_backward", {da, db, dout}, {{"n", n}},
-         [&] { kt_.residual_backward(da, db, dout, n); });
+         [&] { kt_.residual_backward(da, db, dout, n, false); });
 }
 
 // Every thread clears its share of 64 KiB blocks (simd::parallel_blocks): a backward step clears
@@ -181,6 +182,10 @@ void Model::zero(float* p, size_t n) const {
   constexpr size_t kBlock = 16384;
   simd::parallel_blocks(n, kBlock,
                         [&](size_t begin, size_t end) { std::fill(p + begin, p + end, 0.0f); });
+}
+
+void Model::fresh_for_dump(float* p, size_t n, Grad grad) const {
+  if (dump_ && grad == Grad::kFresh) zero(p, n);
 }
 
 std::string Model::product_name(const KernelProfile* profile, const char* kernel, int N, int K,
@@ -212,18 +217,22 @@ void Model::linear_fwd(float* out, const float* inp, const float* w, const float
 }
 
 void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                       const float* w, int N, int K, int O) const {
-  if (precision_ == Precision::kBf16) return linear_bwd_bf16(dinp, dw, db, dout, inp, w, N, K, O);
+                       const float* w, int N, int K, int O, Grad grad) const {
+  if (dinp) fresh_for_dump(dinp, size_t(N) * K, grad);
+  if (precision_ == Precision::kBf16) {
+    return linear_bwd_bf16(dinp, dw, db, dout, inp, w, N, K, O, grad);
+  }
   const f16* w16 = mirror_of(w);
+  const bool accumulate = grad == Grad::kAdd;
   const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
   if (dinp && w16) {
     traced_as(product_name(profile_, "linear_backward_data", N, K, O), "linear_backward_data_f16",
               {dinp, dout, w16}, dims,
-              [&] { linear_backward_data(matmul_, dinp, dout, w16, N, K, O); });
+              [&] { linear_backward_data(matmul_, dinp, dout, w16, N, K, O, accumulate); });
   } else if (dinp) {
     traced_as(product_name(profile_, "linear_backward_data", N, K, O), "linear_backward_data",
               {dinp, dout, w}, dims,
-              [&] { linear_backward_data(matmul_, dinp, dout, w, N, K, O); });
+              [&] { linear_backward_data(matmul_, dinp, dout, w, N, K, O, accumulate); });
   }
   traced_as(product_name(profile_, "linear_backward_weight", N, K, O), "linear_backward_weight",
             {dw, db, dout, inp}, dims,
@@ -243,12 +252,13 @@ void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T
 
 void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv,
                           const float* out, const float* att, int B, int T) const {
+  const int C = cfg_.channels, NH = cfg_.heads;
+  fresh_for_dump(dqkv, size_t(B) * T * 3 * C, Grad::kFresh);
   if (precision_ == Precision::kBf16) return attention_bwd_bf16(dqkv, dout, qkv, att, B, T);
   const bool fused = kt_.attention == AttentionKind::kFused;
-  const int C = cfg_.channels, NH = cfg_.heads;
   traced("attention_backward", {dqkv, nullptr, dout, qkv, fused ? nullptr : att},
          {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}},
-         [&] { kt_.attention_backward(dqkv, dp, dout, qkv, out, att, B, T, C, NH); });
+         [&] { kt_.attention_backward(dqkv, dp, dout, qkv, out, att, B, T, C, NH, false); });
 }
 
 void Model::attention_decode_fwd(float* out, float* att, const float* qkv, int pos) const {

@@ -115,6 +115,15 @@ class Model {
 
   // p[0..n) = 0: the backward's scratch before a kernel accumulates into it.
   void zero(float* p, size_t n) const;
+  // What a backward kernel does with the input gradient it writes. kAdd: adds into what the
+  // buffer holds. kFresh: the buffer's first writer in this part of the backward, so it holds
+  // nothing of this step; the kernel starts each output from +0 instead of reading it, the bits of
+  // zeroing the buffer and adding, without that pass over memory (about 2 % of a 1-thread baby
+  // step, 6 % with AMX: bench/RESULTS.md, issue 32).
+  enum class Grad { kFresh, kAdd };
+  // Before a kFresh kernel's call: a dump records what the kernel's record reads (an in-out
+  // binding's value before the call: zeros), so it gets them; nothing otherwise.
+  void fresh_for_dump(float* p, size_t n, Grad grad) const;
   // Runs one call of kernel `kernel` (its record's name), recorded in the dump and timed in the
   // profile when they are set: `tensors` are its non-scalar bindings in the record's order (null
   // where the call binds none), `dims` the sizes its shapes name (ops/kernel_dump.h).
@@ -135,7 +144,8 @@ class Model {
   // there is no profile.
   static std::string product_name(const KernelProfile* profile, const char* kernel, int N, int K,
                                   int O);
-  // out = a + b, and its backward da += dout, db += dout, over n elements.
+  // out = a + b, and its backward da = db = dout, over n elements: the first writer of both
+  // (Grad::kFresh, as are the families' activation and attention backwards).
   void residual_fwd(float* out, const float* a, const float* b, size_t n) const;
   void residual_bwd(float* da, float* db, const float* dout, size_t n) const;
 
@@ -144,8 +154,9 @@ class Model {
   // product packs it; w otherwise. `w` points into w_.
   void linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
                   int O) const;
+  // `grad` says whether dinp is written fresh or added into.
   void linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                  const float* w, int N, int K, int O) const;
+                  const float* w, int N, int K, int O, Grad grad) const;
   // The f16 mirror of the weight tensor at w (same offset in the mirror); null in an fp32 run,
   // which has no mirror.
   const f16* mirror_of(const float* w) const;
@@ -155,7 +166,7 @@ class Model {
   void linear_fwd_bf16(float* out, const float* inp, const float* w, const float* b, int N, int K,
                        int O) const;
   void linear_bwd_bf16(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                       const float* w, int N, int K, int O) const;
+                       const float* w, int N, int K, int O, Grad grad) const;
   void attention_fwd_bf16(float* out, float* att, const float* qkv, int B, int T) const;
   void attention_bwd_bf16(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T) const;
@@ -168,7 +179,8 @@ class Model {
   const bf16* input_bf16(const float* src, size_t n) const;
   // Causal self-attention with the model's kernel. att is what the backward needs of the
   // forward: lse [B,NH,T] (fused) or the probabilities [B,NH,T,T] (materialised, which also
-  // uses dp [B,NH,T] as scratch; the fused kernel ignores it). out is the forward's output.
+  // uses dp [B,NH,T] as scratch; the fused kernel ignores it). out is the forward's output. The
+  // backward writes dqkv (Grad::kFresh).
   void attention_fwd(float* out, float* att, const float* qkv, int B, int T) const;
   void attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv, const float* out,
                      const float* att, int B, int T) const;

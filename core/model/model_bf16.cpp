@@ -47,14 +47,15 @@ void Model::linear_fwd_bf16(float* out, const float* inp, const float* w, const 
 }
 
 void Model::linear_bwd_bf16(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                            const float* w, int N, int K, int O) const {
+                            const float* w, int N, int K, int O, Grad grad) const {
   const bf16* w16 = wb16_.data() + (w - w_.data());
   const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
   const bf16* d16 = to_bf16(b16_.dout.data(), dout, size_t(N) * O);
   if (dinp) {
     traced_as(product_name(profile_, "linear_backward_data_bf16", N, K, O),
-              "linear_backward_data_bf16", {dinp, d16, w16}, dims,
-              [&] { linear_backward_data_bf16(*b16_.mm, dinp, d16, w16, N, K, O); });
+              "linear_backward_data_bf16", {dinp, d16, w16}, dims, [&] {
+                linear_backward_data_bf16(*b16_.mm, dinp, d16, w16, N, K, O, grad == Grad::kAdd);
+              });
   }
   const bf16* x16 = input_bf16(inp, size_t(N) * K);
   traced_as(product_name(profile_, "linear_backward_weight_bf16", N, K, O),
@@ -80,7 +81,7 @@ void Model::attention_bwd_bf16(float* dqkv, const float* dout, const float* qkv,
   traced("attention_backward_bf16", {dqkv, nullptr, nullptr, d16, q16, att, a16},
          {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}}, [&] {
            attention_backward_bf16(*b16_.mm, dqkv, b16_.dp.data(), b16_.ds.data(), d16, q16, att,
-                                   a16, B, T, C, NH);
+                                   a16, B, T, C, NH, false);
          });
 }
 

@@ -68,7 +68,7 @@ TEST(GoldenBf16, LinearFixturesAreTheKernelsOnTheFastPath) {
         make_kernel_fixture(spec("linear_backward_data_bf16"), kGoldenKernelSeed);
     std::vector<float> dinp = f32_of(bd, p + "dinp_in");
     linear_backward_data_bf16(mm, dinp.data(), bf16_of(bd, p + "dout16").data(),
-                              bf16_of(bd, p + "w16").data(), N, K, O);
+                              bf16_of(bd, p + "w16").data(), N, K, O, true);
     expect_bytes(bd, p + "dinp", dinp);
     const SafetensorsFile bw =
         make_kernel_fixture(spec("linear_backward_weight_bf16"), kGoldenKernelSeed);
