@@ -133,7 +133,7 @@ void register_rope_residual() {
     k.rope_forward(s.out.data(), s.x.data(), B, T, NH, C / NH, kTheta, 0);
   });
   add("rope_backward", 3 * kRow, [](const KernelTable& k, Buffers& s) {
-    k.rope_backward(s.dx.data(), s.dout.data(), B, T, NH, C / NH, kTheta, 0);
+    k.rope_backward(s.dx.data(), s.dout.data(), B, T, NH, C / NH, kTheta, 0, true);
   });
   add("residual_forward", 3 * kRow, [](const KernelTable& k, Buffers& s) {
     k.residual_forward(s.out.data(), s.x.data(), s.dout.data(), kNC);

@@ -84,10 +84,11 @@ void rope_backward(T* dx, const T* dout, int B, int Tn, int NH, int hs, double t
 namespace {
 
 // Rotates every head of the rows at position t: cos_sin holds cos a for the hs/2 pairs, then
-// sin a. Forward: out = rotation of x by a; backward: out += rotation of x by -a.
+// sin a. Forward: out = rotation of x by a; backward: out (+)= rotation of x by -a (from +0 when
+// not accumulating).
 template <bool kBackward>
 void rope_rows_fast(float* out, const float* x, const float* cos_sin, int B, int Tn, int t, int NH,
-                    int hs) {
+                    int hs, bool accumulate) {
   const size_t half = size_t(hs) / 2;
   const size_t C = size_t(NH) * hs;
   for (int b = 0; b < B; ++b) {
@@ -98,8 +99,9 @@ void rope_rows_fast(float* out, const float* x, const float* cos_sin, int B, int
         const V c = simd::load<V>(cos_sin + i), s = simd::load<V>(cos_sin + half + i);
         const V x1 = simd::load<V>(x + k + i), x2 = simd::load<V>(x + k + half + i);
         if (kBackward) {
-          simd::store(out + k + i, simd::load<V>(out + k + i) + (x1 * c + x2 * s));
-          simd::store(out + k + half + i, simd::load<V>(out + k + half + i) + (x2 * c - x1 * s));
+          simd::store(out + k + i, simd::prior<V>(out + k + i, accumulate) + (x1 * c + x2 * s));
+          simd::store(out + k + half + i,
+                      simd::prior<V>(out + k + half + i, accumulate) + (x2 * c - x1 * s));
         } else {
           simd::store(out + k + i, x1 * c - x2 * s);
           simd::store(out + k + half + i, x2 * c + x1 * s);
@@ -110,7 +112,8 @@ void rope_rows_fast(float* out, const float* x, const float* cos_sin, int B, int
 }
 
 template <bool kBackward>
-void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta, int t0) {
+void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta, int t0,
+               bool accumulate) {
   const int half = hs / 2;
 #pragma omp parallel
   {
@@ -120,7 +123,7 @@ void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double
 #pragma omp for schedule(static)
     for (int t = 0; t < Tn; ++t) {
       for (int i = 0; i < half; ++i) rope_cos_sin(&cos_sin[i], &cos_sin[half + i], t0 + t, freq[i]);
-      rope_rows_fast<kBackward>(out, x, cos_sin.data(), B, Tn, t, NH, hs);
+      rope_rows_fast<kBackward>(out, x, cos_sin.data(), B, Tn, t, NH, hs, accumulate);
     }
   }
 }
@@ -129,12 +132,12 @@ void rope_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double
 
 void rope_forward_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta,
                        int t0) {
-  rope_fast<false>(out, x, B, Tn, NH, hs, theta, t0);
+  rope_fast<false>(out, x, B, Tn, NH, hs, theta, t0, false);
 }
 
 void rope_backward_fast(float* dx, const float* dout, int B, int Tn, int NH, int hs, double theta,
-                        int t0) {
-  rope_fast<true>(dx, dout, B, Tn, NH, hs, theta, t0);
+                        int t0, bool accumulate) {
+  rope_fast<true>(dx, dout, B, Tn, NH, hs, theta, t0, accumulate);
 }
 
 #define REFTRAIN_INSTANTIATE(T)                                                 \

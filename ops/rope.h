@@ -31,8 +31,9 @@ void rope_backward(T* dx, const T* dout, int B, int Tn, int NH, int hs, double t
 // Same as rope_forward except float only, 16 pairs at a time (in place allowed): bit-identical.
 void rope_forward_fast(float* out, const float* x, int B, int Tn, int NH, int hs, double theta,
                        int t0 = 0);
-// Same as rope_backward except float only, 16 pairs at a time (accumulates): bit-identical.
+// Same as rope_backward except float only, 16 pairs at a time (accumulates): bit-identical. With
+// accumulate false, dx is written (0 + each term, never read): the bits of zeroing it first.
 void rope_backward_fast(float* dx, const float* dout, int B, int Tn, int NH, int hs, double theta,
-                        int t0 = 0);
+                        int t0 = 0, bool accumulate = true);
 
 }  // namespace reftrain

@@ -39,6 +39,12 @@ void residual_backward_reference(float* da, float* db, const float* dout, size_t
   residual_backward(da, db, dout, n);
 }
 
+void rope_backward_reference(float* dx, const float* dout, int B, int T, int NH, int hs,
+                             double theta, int t0, bool accumulate) {
+  zero_unless(accumulate, dx, size_t(B) * T * NH * hs);
+  rope_backward(dx, dout, B, T, NH, hs, theta, t0);
+}
+
 void attention_backward_materialised(float* dqkv, float* dp, const float* dout, const float* qkv,
                                      const float*, const float* att, int B, int T, int C, int NH,
                                      bool accumulate) {
@@ -70,7 +76,7 @@ KernelTable reference_kernels() {
   t.rmsnorm_forward = rmsnorm_forward<float>;
   t.rmsnorm_backward = rmsnorm_backward<float>;
   t.rope_forward = rope_forward<float>;
-  t.rope_backward = rope_backward<float>;
+  t.rope_backward = rope_backward_reference;
   t.attention_forward = attention_forward<float>;
   t.attention_backward = attention_backward_materialised;
   t.attention_decode = attention_decode<float>;

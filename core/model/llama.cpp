@@ -134,10 +134,12 @@ void Llama::rope_fwd(float* out, const float* x, int B, int T, int t0) const {
          [&] { kt_.rope_forward(out, x, B, T, NH, hs, cfg_.rope_theta, t0); });
 }
 
+// Writes dx (Grad::kFresh).
 void Llama::rope_bwd(float* dx, const float* dout, int B, int T) const {
   const int C = cfg_.channels, NH = cfg_.heads, hs = C / NH;
+  fresh_for_dump(dx, size_t(B) * T * C, Grad::kFresh);
   traced("rope_backward", {dx, dout}, {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}},
-         [&] { kt_.rope_backward(dx, dout, B, T, NH, hs, cfg_.rope_theta, 0); });
+         [&] { kt_.rope_backward(dx, dout, B, T, NH, hs, cfg_.rope_theta, 0, false); });
 }
 
 void Llama::pack(float* qkv, int N) const {
@@ -250,7 +252,6 @@ void Llama::layer_backward(int l, float* dres, int B, int T) {
   linear_bwd(act_.datty, g.wo, nullptr, act_.dbranch, a.atty, w.wo, N, C, C, Grad::kFresh);
   attention_bwd(act_.dqkv, act_.dp, act_.datty, a.qkv, a.atty, a.att, B, T);
   unpack(act_.dqkv, N);  // now dq, dk after RoPE, and dv
-  zero(act_.q, NC), zero(act_.k, NC);
   rope_bwd(act_.q, act_.qr, B, T);
   rope_bwd(act_.k, act_.kr, B, T);
   linear_bwd(act_.dln, g.wq, nullptr, act_.q, a.rms1, w.wq, N, C, C, Grad::kFresh);

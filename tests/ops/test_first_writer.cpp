@@ -84,6 +84,18 @@ TEST(FirstWriter, ElementwiseBackwardsWriteTheirGradients) {
   }
 }
 
+TEST(FirstWriter, RopeBackwardWritesDx) {
+  const int B = 2, T = 5, NH = 3, hs = 8;
+  const size_t n = size_t(B) * T * NH * hs;
+  std::vector<float> dout = uniform(n, 9);
+  std::fill(dout.begin(), dout.begin() + 2 * hs, -0.0f);
+  for (const KernelTable& k : every_table()) {
+    expect_fresh_equals_zeroed("rope_backward", {n}, [&](std::vector<Buf>& o, bool a) {
+      k.rope_backward(o[0].p(), dout.data(), B, T, NH, hs, 10000.0, 0, a);
+    });
+  }
+}
+
 TEST(FirstWriter, AttentionBackwardsWriteDqkv) {
   const int B = 2, T = 70, NH = 3, C = 48;
   const size_t N = size_t(B) * T;
