@@ -242,11 +242,9 @@ int main(int argc, char** argv) {
                           {"gpt2_fc", 4096, 768, 3072},     {"gpt2_fcproj", 4096, 3072, 768}};
 #if defined(__AVX512BF16__)
   // What bf16_best_path weighs when there is no AMX: products per second of one core.
-  constexpr int kRounds = 200000;
-  const double dp = simd::bf16dot::chain_seconds<true>(kRounds),
-               fma = simd::bf16dot::chain_seconds<false>(kRounds), instr = 12.0 * kRounds;
+  const simd::bf16dot::ProductRates r = simd::bf16dot::product_rates(200000);
   std::printf("one core: VDPBF16PS %.1f G products/s, 512-bit FMA %.1f G products/s: %s\n",
-              32 * instr / dp / 1e9, 16 * instr / fma / 1e9,
+              r.dpbf16 / 1e9, r.fma / 1e9,
               simd::bf16dot::dpbf16_outruns_fma() ? "dpbf16 runs" : "the emulation runs");
 #endif
   for (int t : threads) {

@@ -262,22 +262,32 @@ double chain_seconds(int rounds) {
   return s;
 }
 
+// Products per second of one core: VDPBF16PS's (32 bf16 pairs an instruction) and 512-bit FMAs'
+// (16 floats), each the best of three alternating runs of `rounds` rounds of chain_seconds.
+struct ProductRates {
+  double dpbf16, fma;
+};
+inline ProductRates product_rates(int rounds) {
+  double dp = 1e30, fma = 1e30;
+  for (int i = 0; i < 3; ++i) {
+    dp = std::min(dp, chain_seconds<true>(rounds));
+    fma = std::min(fma, chain_seconds<false>(rounds));
+  }
+  const double instructions = 12.0 * rounds;
+  return {32 * instructions / dp, 16 * instructions / fma};
+}
+
 // Whether VDPBF16PS multiplies more bf16 pairs per second than 512-bit FMAs multiply floats, which
 // is what the emulated tile runs on. One instruction is 32 products against an FMA's 16, and on
 // AMD's Zen 4 both issue once a cycle: the dpbf16 tile is the faster. On Intel's Sapphire and
 // Emerald Rapids cores it issues every other cycle against two FMAs a cycle, half the products,
 // and the emulated tile is the faster (bench/RESULTS.md); those cores have AMX, but a hypervisor
-// may hide it. Measured once, the best of three alternations (about a millisecond): the two rates
-// differ by 2× either way, far beyond a busy machine's noise. Which path runs moves no bit.
+// may hide it. Measured once (about a millisecond): the two rates differ by 2× either way, far
+// beyond a busy machine's noise. Which path runs moves no bit.
 inline bool dpbf16_outruns_fma() {
   static const bool faster = [] {
-    constexpr int kRounds = 20000;
-    double dp = 1e30, fma = 1e30;
-    for (int i = 0; i < 3; ++i) {
-      dp = std::min(dp, chain_seconds<true>(kRounds));
-      fma = std::min(fma, chain_seconds<false>(kRounds));
-    }
-    return 32.0 / dp > 16.0 / fma;
+    const ProductRates r = product_rates(20000);
+    return r.dpbf16 > r.fma;
   }();
   return faster;
 }

@@ -141,7 +141,7 @@ void Gpt2::gelu_fwd(float* out, const float* x, size_t n) const {
 
 // Writes dx (Grad::kFresh).
 void Gpt2::gelu_bwd(float* dx, const float* x, const float* dout, size_t n) const {
-  fresh_for_dump(dx, n, Grad::kFresh);
+  fresh_for_dump(dx, n);
   if (cfg_.activation == Activation::kGeluErf) {
     traced("gelu_erf_backward", {dx, x, dout}, {{"n", n}},
            [&] { kt_.gelu_erf_backward(dx, x, dout, n, false); });

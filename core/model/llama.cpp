@@ -123,7 +123,7 @@ void Llama::swiglu_fwd(float* out, const float* gate, const float* up, size_t n)
 // Writes dgate and dup (Grad::kFresh).
 void Llama::swiglu_bwd(float* dgate, float* dup, const float* dout, const float* gate,
                        const float* up, size_t n) const {
-  fresh_for_dump(dgate, n, Grad::kFresh), fresh_for_dump(dup, n, Grad::kFresh);
+  fresh_for_dump(dgate, n), fresh_for_dump(dup, n);
   traced("swiglu_backward", {dgate, dup, dout, gate, up}, {{"n", n}},
          [&] { kt_.swiglu_backward(dgate, dup, dout, gate, up, n, false); });
 }
@@ -137,7 +137,7 @@ void Llama::rope_fwd(float* out, const float* x, int B, int T, int t0) const {
 // Writes dx (Grad::kFresh).
 void Llama::rope_bwd(float* dx, const float* dout, int B, int T) const {
   const int C = cfg_.channels, NH = cfg_.heads, hs = C / NH;
-  fresh_for_dump(dx, size_t(B) * T * C, Grad::kFresh);
+  fresh_for_dump(dx, size_t(B) * T * C);
   traced("rope_backward", {dx, dout}, {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}},
          [&] { kt_.rope_backward(dx, dout, B, T, NH, hs, cfg_.rope_theta, 0, false); });
 }

@@ -169,7 +169,7 @@ void Model::residual_fwd(float* out, const float* a, const float* b, size_t n) c
 }
 
 void Model::residual_bwd(float* da, float* db, const float* dout, size_t n) const {
-  fresh_for_dump(da, n, Grad::kFresh), fresh_for_dump(db, n, Grad::kFresh);
+  fresh_for_dump(da, n), fresh_for_dump(db, n);
   traced("residual_backward", {da, db, dout}, {{"n", n}},
          [&] { kt_.residual_backward(da, db, dout, n, false); });
 }
@@ -184,8 +184,8 @@ void Model::zero(float* p, size_t n) const {
                         [&](size_t begin, size_t end) { std::fill(p + begin, p + end, 0.0f); });
 }
 
-void Model::fresh_for_dump(float* p, size_t n, Grad grad) const {
-  if (dump_ && grad == Grad::kFresh) zero(p, n);
+void Model::fresh_for_dump(float* p, size_t n) const {
+  if (dump_) zero(p, n);
 }
 
 std::string Model::product_name(const KernelProfile* profile, const char* kernel, int N, int K,
@@ -218,7 +218,7 @@ void Model::linear_fwd(float* out, const float* inp, const float* w, const float
 
 void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, int N, int K, int O, Grad grad) const {
-  if (dinp) fresh_for_dump(dinp, size_t(N) * K, grad);
+  if (dinp && grad == Grad::kFresh) fresh_for_dump(dinp, size_t(N) * K);
   if (precision_ == Precision::kBf16) {
     return linear_bwd_bf16(dinp, dw, db, dout, inp, w, N, K, O, grad);
   }
@@ -253,7 +253,7 @@ void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T
 void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv,
                           const float* out, const float* att, int B, int T) const {
   const int C = cfg_.channels, NH = cfg_.heads;
-  fresh_for_dump(dqkv, size_t(B) * T * 3 * C, Grad::kFresh);
+  fresh_for_dump(dqkv, size_t(B) * T * 3 * C);
   if (precision_ == Precision::kBf16) return attention_bwd_bf16(dqkv, dout, qkv, att, B, T);
   const bool fused = kt_.attention == AttentionKind::kFused;
   traced("attention_backward", {dqkv, nullptr, dout, qkv, fused ? nullptr : att},

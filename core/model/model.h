@@ -123,7 +123,7 @@ class Model {
   enum class Grad { kFresh, kAdd };
   // Before a kFresh kernel's call: a dump records what the kernel's record reads (an in-out
   // binding's value before the call: zeros), so it gets them; nothing otherwise.
-  void fresh_for_dump(float* p, size_t n, Grad grad) const;
+  void fresh_for_dump(float* p, size_t n) const;
   // Runs one call of kernel `kernel` (its record's name), recorded in the dump and timed in the
   // profile when they are set: `tensors` are its non-scalar bindings in the record's order (null
   // where the call binds none), `dims` the sizes its shapes name (ops/kernel_dump.h).
