@@ -44,6 +44,8 @@ struct Buffers {
   std::vector<float> act_x = values(size_t(N) * kGeluWidth, -4, 4, 5), act_y = act_x,
                      act_g = values(size_t(N) * kGeluWidth, -1, 1, 6), act_out = act_g,
                      act_d = act_g, act_d2 = act_g;
+  std::vector<bf16> act_bf16 = std::vector<bf16>(size_t(N) * kGeluWidth);
+  std::vector<f16> act_f16 = std::vector<f16>(size_t(N) * kGeluWidth);
   std::vector<float> logits = values(size_t(N) * Vp, -4, 4, 7), dlogits = logits, losses = mean;
   std::vector<int32_t> tokens;
   std::vector<float> wte = values(size_t(Vp) * C, -1, 1, 8), wpe = values(size_t(T) * C, -1, 1, 9),
@@ -156,6 +158,17 @@ void register_loss_embed() {
   });
 }
 
+// The precision casts of the mixed modes, at the MLP's hidden width (each operand of a product
+// is rounded as it enters it: ops/bf16.h, ops/cast.h).
+void register_casts() {
+  add("cast_f32_to_bf16", (kF + 2) * kGeluElems, [](const KernelTable& k, Buffers& s) {
+    k.cast_f32_to_bf16(s.act_bf16.data(), s.act_x.data(), kGeluElems);
+  });
+  add("cast_f32_to_f16", (kF + 2) * kGeluElems, [](const KernelTable& k, Buffers& s) {
+    k.cast_f32_to_f16(s.act_f16.data(), s.act_x.data(), kGeluElems);
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,6 +176,7 @@ int main(int argc, char** argv) {
   register_activations();
   register_rope_residual();
   register_loss_embed();
+  register_casts();
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -27,10 +27,12 @@ void cast_elements(To* dst, const From* src, size_t n, One one) {
 // The same over L elements per call of Lanes(dst, src): the fast casts. A block's last < L
 // elements go through the same lanes on a zero-padded copy. Lanes is a template argument, not a
 // function pointer handed in, so that each call is inlined: with a call per 8 lanes the bf16
-// casts of a baby step took 1.4-1.8x as long on an AVX2 core (bench/RESULTS.md).
+// casts of a baby step took 1.4-1.8x as long on an AVX2 core (bench/RESULTS.md). dst and src
+// are captured by value: the narrowing's integer vector stores may alias any object, so the
+// loop reloaded pointers captured by reference from memory at every step.
 template <size_t L, auto Lanes, typename To, typename From>
 void cast_lanes(To* dst, const From* src, size_t n) {
-  simd::parallel_blocks(n, kCastBlock, [&](size_t begin, size_t end) {
+  simd::parallel_blocks(n, kCastBlock, [=](size_t begin, size_t end) {
     size_t i = begin;
     for (; i + L <= end; i += L) Lanes(dst + i, src + i);
     if (i < end) {

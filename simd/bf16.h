@@ -46,11 +46,15 @@ constexpr size_t kBf16Lanes = U32::size;
 
 // The narrowing of one batch of f32 bit patterns to bf16 bit patterns (still in 32-bit lanes).
 inline U32 round_to_bf16_bits(const U32& u) {
-  const U32 abs = u & U32(0x7FFFFFFFu);
+  using I32 = Batch<int32_t>;
   const U32 lsb = (u >> 16) & U32(1u);
   const U32 r = (u + U32(0x7FFFu) + lsb) >> 16;
   const U32 flushed = xsimd::select((r & U32(0x7F80u)) == U32(0u), r & U32(0x8000u), r);
-  return xsimd::select(abs > U32(0x7F800000u), U32(0x7FC0u), flushed);
+  // NaN: |u| above the infinity's bits. |u| < 2^31, so a signed compare orders it as an unsigned
+  // one would (AVX2 has only signed compares; an unsigned one costs it five more instructions).
+  const I32 abs = xsimd::bitwise_cast<I32>(u & U32(0x7FFFFFFFu));
+  return xsimd::bitwise_cast<U32>(
+      xsimd::select(abs > I32(0x7F800000), I32(0x7FC0), xsimd::bitwise_cast<I32>(flushed)));
 }
 
 // dst[0..kBf16Lanes) = the low 16 bits of each lane of r.
