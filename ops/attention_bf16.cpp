@@ -83,16 +83,6 @@ bool all_finite(const bf16* x, size_t n) {
   return any == 0;
 }
 
-// One engine per thread of mm, each running its products on one thread: the (b, h) pairs are
-// spread over the threads instead of each small product over all of them (a product is the
-// same sum whoever runs it).
-std::vector<MatmulBf16> per_thread(const MatmulBf16& mm) {
-  std::vector<MatmulBf16> engines;
-  engines.reserve(size_t(mm.threads()));
-  for (int i = 0; i < mm.threads(); ++i) engines.emplace_back(mm.path(), 1);
-  return engines;
-}
-
 // The head (b, h) of the forward: S, the softmax, P16, out.
 // The causal structure the products may use: the masked scores are never read, and the masked
 // p and ds are +0, so with finite operands a product over keys may skip their blocks.
@@ -144,7 +134,9 @@ void attention_forward_bf16(MatmulBf16& mm, float* out, float* att, bf16* att16,
                             int B, int Tn, int C, int NH) {
   const int hs = C / NH;
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
-  std::vector<MatmulBf16> engines = per_thread(mm);
+  // the (b, h) pairs spread over the threads, each product on one thread (a product is the same
+  // sum whoever runs it)
+  std::vector<MatmulBf16>& engines = mm.single_thread_engines();
   const Masks m = masks(all_finite(qkv16, size_t(B) * Tn * C3));
 #pragma omp parallel for schedule(dynamic) num_threads(mm.threads())
   for (int bh = 0; bh < B * NH; ++bh) {
@@ -160,7 +152,7 @@ void attention_backward_bf16(MatmulBf16& mm, float* dqkv, float* dp, bf16* ds16,
                              int C, int NH, bool accumulate) {
   const int hs = C / NH;
   const size_t C3 = size_t(3) * C, TT = size_t(Tn) * Tn;
-  std::vector<MatmulBf16> engines = per_thread(mm);
+  std::vector<MatmulBf16>& engines = mm.single_thread_engines();
   const Masks m =
       masks(all_finite(qkv16, size_t(B) * Tn * C3) && all_finite(dout16, size_t(B) * Tn * C));
 #pragma omp parallel for schedule(dynamic) num_threads(mm.threads())

@@ -100,6 +100,14 @@ MatmulBf16::MatmulBf16(Bf16Path path, int threads)
   }
 }
 
+std::vector<MatmulBf16>& MatmulBf16::single_thread_engines() {
+  if (singles_.empty()) {
+    singles_.reserve(size_t(threads_));
+    for (int i = 0; i < threads_; ++i) singles_.emplace_back(path_, 1);
+  }
+  return singles_;
+}
+
 void MatmulBf16::run(const GemmBf16& g) {
   if (g.M <= 0 || g.N <= 0) return;
   switch (path_) {

@@ -86,6 +86,10 @@ class MatmulBf16 {
   Bf16Path path() const { return path_; }
   int threads() const { return threads_; }
   void run(const GemmBf16& g);
+  // One engine of the same path per thread of this one, each running its products on one thread
+  // (work spread over the threads one small product each: the attention's heads). Made at the
+  // first call and kept, with their workspaces, so that later calls allocate nothing.
+  std::vector<MatmulBf16>& single_thread_engines();
 
  private:
   void run_pairs(const GemmBf16& g);
@@ -99,6 +103,7 @@ class MatmulBf16 {
   AlignedBuffer<float> fa_, fb_;     // the emulated path: pa_ and pb_ widened to f32
   AlignedBuffer<float> tiles_;       // per-thread C tiles
   AlignedBuffer<float> inits_;       // a product's inits as one row, when every row's are equal
+  std::vector<MatmulBf16> singles_;  // single_thread_engines()
 };
 
 }  // namespace reftrain
