@@ -5,7 +5,8 @@
 # whole fp32 steps of reftrain against PyTorch (stock), alternating, REPEATS times per preset and
 # thread count, with each step's % of the peak; then reftrain's `--profile` beside
 # bench/torch_step.py's `--profile` (torch.profiler) on the same step, at PROFILE_THREADS.
-# Everything lands in $OUT (the summary in $OUT/steps/summary.md, the profiles beside it).
+# $OUT gets the summary (summary.md) and the profiles, a few files, since the machine returns few;
+# run_all.sh's traces and logs stay in /tmp/device-fp32-steps.
 #   PRESETS=baby bash bench/device_fp32_step.sh; PRESETS=llama-small bash bench/device_fp32_step.sh
 # (one preset per call: at THREADS="1 2 16" and REPEATS=5 each takes about 5 minutes there; the
 # build in /tmp/bf is kept between calls while the machine stays up)
@@ -17,8 +18,10 @@ mkdir -p "$OUT" $B/bench
 export LIBRARY_PATH=$P/lib/x86_64-linux-gnu LD_LIBRARY_PATH=$P/lib/x86_64-linux-gnu
 if [[ ! -x $B/reftrain ]]; then
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$P" \
-    -DREFTRAIN_BUILD_TESTS=OFF -DREFTRAIN_BUILD_BENCH=OFF >"$OUT/cmake.log"
-  cmake --build $B -j"$(nproc)" --target reftrain >"$OUT/build.log"
+    -DREFTRAIN_BUILD_TESTS=OFF -DREFTRAIN_BUILD_BENCH=OFF >"$OUT/cmake.log" ||
+    { tail -20 "$OUT/cmake.log"; exit 1; }
+  cmake --build $B -j"$(nproc)" --target reftrain >"$OUT/build.log" ||
+    { tail -40 "$OUT/build.log"; exit 1; }
 fi
 # bench_peak alone, with the build's flags for this machine: bench/CMakeLists.txt would also
 # want OpenBLAS, the AVX2 peer of bench_matmul, which this machine does not need.
@@ -27,9 +30,10 @@ fi
 # reftrain's default corpus, where it reads it (run_all.sh passes no --data).
 [[ -d /usr/share/games/fortunes ]] || { mkdir -p /usr/share/games && cp -r "$P/share/games/fortunes" /usr/share/games/; }
 export OMP_PROC_BIND=close OMP_PLACES=cores
-BUILD=$B OUT=$OUT/steps PYTHON=python3 KERNEL_BENCHES='' VARIANTS=default \
+BUILD=$B OUT=/tmp/device-fp32-steps PYTHON=python3 KERNEL_BENCHES='' VARIANTS=default \
   TORCH_MODES=stock PRESETS="${PRESETS:-baby llama-small}" THREADS="${THREADS:-1 2 16}" \
   REPEATS=${REPEATS:-5} STEPS=${STEPS:-6} bash bench/run_all.sh
+cp /tmp/device-fp32-steps/summary.md "$OUT/"
 for preset in ${PRESETS:-baby llama-small}; do
   for t in ${PROFILE_THREADS:-1 2}; do
     $B/reftrain train --preset "$preset" --batch 8 --steps 6 --threads "$t" \
@@ -40,7 +44,7 @@ for preset in ${PRESETS:-baby llama-small}; do
 done
 # The summary and the profiles' heads on stdout too: a machine that returns few files still
 # shows them.
-cat "$OUT/steps/summary.md"
+cat "$OUT/summary.md"
 for f in "$OUT"/profile_*.txt "$OUT"/torch_profile_*.txt; do
   echo "== $f"
   grep -a -A22 -m1 '^profile\|^torch.profiler' "$f"
