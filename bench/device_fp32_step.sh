@@ -7,9 +7,12 @@
 # bench/torch_step.py's `--profile` (torch.profiler) on the same step, at PROFILE_THREADS.
 # $OUT gets the summary (summary.md) and the profiles, a few files, since the machine returns few;
 # run_all.sh's traces and logs stay in /tmp/device-fp32-steps.
-#   PRESETS=baby bash bench/device_fp32_step.sh; PRESETS=llama-small bash bench/device_fp32_step.sh
-# (one preset per call: at THREADS="1 2 16" and REPEATS=5 each takes about 5 minutes there; the
-# build in /tmp/bf is kept between calls while the machine stays up)
+#   PRESETS=baby THREADS=1 PROFILE_THREADS=1 bash bench/device_fp32_step.sh
+#   PRESETS=baby THREADS="2 16" PROFILE_THREADS=2 bash bench/device_fp32_step.sh
+#   (and the same two for llama-small)
+# One preset and thread count at a time: on a core as fast as that Xeon's, one preset at 1 and 2
+# threads with REPEATS=5 took 11-12 minutes (dev-2c, Zen 4), past a device call's 10. The build in
+# /tmp/bf is kept between calls while the machine stays up.
 set -euo pipefail
 P=$PWD/.deps/device/root/usr
 OUT=${OUT:-$PWD/runs/device-fp32-$(date +%Y%m%d-%H%M%S)}
