@@ -31,7 +31,9 @@ fi
 [[ -x $B/bench/bench_peak ]] || g++ -std=c++17 -O3 -march=native -fopenmp -I. -I"$P/include" \
   bench/bench_peak.cpp -L"$P/lib/x86_64-linux-gnu" -lbenchmark -lpthread -o $B/bench/bench_peak
 # reftrain's default corpus, where it reads it (run_all.sh passes no --data).
-[[ -d /usr/share/games/fortunes ]] || { mkdir -p /usr/share/games && cp -r "$P/share/games/fortunes" /usr/share/games/; }
+if [[ ! -d /usr/share/games/fortunes ]]; then
+  mkdir -p /usr/share/games && cp -r "$P/share/games/fortunes" /usr/share/games/
+fi
 export OMP_PROC_BIND=close OMP_PLACES=cores
 BUILD=$B OUT=/tmp/device-fp32-steps PYTHON=python3 KERNEL_BENCHES='' VARIANTS=default \
   TORCH_MODES=stock PRESETS="${PRESETS:-baby llama-small}" THREADS="${THREADS:-1 2 16}" \
