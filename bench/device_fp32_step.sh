@@ -7,12 +7,13 @@
 # bench/torch_step.py's `--profile` (torch.profiler) on the same step, at PROFILE_THREADS.
 # $OUT gets the summary (summary.md) and the profiles, a few files, since the machine returns few;
 # run_all.sh's traces and logs stay in /tmp/device-fp32-steps.
-#   PRESETS=baby THREADS=1 PROFILE_THREADS=1 bash bench/device_fp32_step.sh
-#   PRESETS=baby THREADS="2 16" PROFILE_THREADS=2 bash bench/device_fp32_step.sh
-#   (and the same two for llama-small)
-# One preset and thread count at a time: on a core as fast as that Xeon's, one preset at 1 and 2
-# threads with REPEATS=5 took 11-12 minutes (dev-2c, Zen 4), past a device call's 10. The build in
-# /tmp/bf is kept between calls while the machine stays up, and rebuilt where the tree changed.
+#   PRESETS=baby THREADS="1 2 16" PROFILE_THREADS="1 2" bash bench/device_fp32_step.sh
+#   (and the same for llama-small)
+# One preset a call: with run_all.sh's single validation batch a run is its steps and start-up,
+# and one preset at 1, 2 and 16 threads with REPEATS=5 fits a device call's 10 minutes (before,
+# the preset's 20 validation batches made one preset at 1 and 2 threads take 11-12 minutes on
+# a Zen 4). The build in /tmp/bf is kept between calls while the machine stays up, and rebuilt
+# where the tree changed.
 set -euo pipefail
 P=$PWD/.deps/device/root/usr
 OUT=${OUT:-$PWD/runs/device-fp32-$(date +%Y%m%d-%H%M%S)}
@@ -44,7 +45,7 @@ cp /tmp/device-fp32-steps/summary.md "$OUT/"
 for preset in $PRESETS; do
   for t in ${PROFILE_THREADS:-1 2}; do
     $B/reftrain train --preset "$preset" --batch 8 --steps 6 --threads "$t" \
-      --val-every 0 --trace /tmp/profiled.jsonl --profile >"$OUT/profile_${preset}_t$t.txt" 2>&1
+      --val-every 0 --val-batches 1 --trace /tmp/profiled.jsonl --profile >"$OUT/profile_${preset}_t$t.txt" 2>&1
     python3 bench/torch_step.py /tmp/profiled.jsonl --threads "$t" --steps 6 \
       --profile "$OUT/torch_profile_${preset}_t$t.txt" >/dev/null
   done
