@@ -156,15 +156,18 @@ struct Shape {
   int M, K, O;
 };
 
+// The training products: baby's and gpt2-124m's linear layers (M = B·T rows, K in, O out). baby's
+// lm_head has the default tokenizer's 4096 tokens (it had the byte tokenizer's 256 until
+// 2026-12-05; bench/RESULTS.md's earlier baby_lmhead rows are that shape).
 const std::vector<Shape>& shapes() {
   static const std::vector<Shape> v = {
-      {"cube256", 256, 256, 256},      {"cube512", 512, 512, 512},
-      {"cube1024", 1024, 1024, 1024},  {"cube2048", 2048, 2048, 2048},
-      {"baby_qkv", 2048, 384, 1152},   {"baby_attproj", 2048, 384, 384},
-      {"baby_fc", 2048, 384, 1536},    {"baby_fcproj", 2048, 1536, 384},
-      {"baby_lmhead", 2048, 384, 256}, {"gpt2_qkv", 256, 768, 2304},
-      {"gpt2_attproj", 256, 768, 768}, {"gpt2_fc", 256, 768, 3072},
-      {"gpt2_fcproj", 256, 3072, 768}, {"gpt2_lmhead", 256, 768, 50304},
+      {"cube256", 256, 256, 256},       {"cube512", 512, 512, 512},
+      {"cube1024", 1024, 1024, 1024},   {"cube2048", 2048, 2048, 2048},
+      {"baby_qkv", 2048, 384, 1152},    {"baby_attproj", 2048, 384, 384},
+      {"baby_fc", 2048, 384, 1536},     {"baby_fcproj", 2048, 1536, 384},
+      {"baby_lmhead", 2048, 384, 4096}, {"gpt2_qkv", 256, 768, 2304},
+      {"gpt2_attproj", 256, 768, 768},  {"gpt2_fc", 256, 768, 3072},
+      {"gpt2_fcproj", 256, 3072, 768},  {"gpt2_lmhead", 256, 768, 50304},
   };
   return v;
 }
