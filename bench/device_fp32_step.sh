@@ -10,10 +10,10 @@
 #   PRESETS=baby THREADS="1 2 16" PROFILE_THREADS="1 2" bash bench/device_fp32_step.sh
 #   (and the same for llama-small)
 # One preset a call: with run_all.sh's single validation batch a run is its steps and start-up,
-# and one preset at 1, 2 and 16 threads with REPEATS=5 fits a device call's 10 minutes (before,
-# the preset's 20 validation batches made one preset at 1 and 2 threads take 11-12 minutes on
-# a Zen 4). The build in /tmp/bf is kept between calls while the machine stays up, and rebuilt
-# where the tree changed.
+# and one preset at 1, 2 and 16 threads with REPEATS=5 fits a device call's 10 minutes (baby took
+# 6 on the Xeon, build included; with the preset's 20 validation batches, one preset at 1 and 2
+# threads took 11-12 on a Zen 4). The build in /tmp/bf is kept between calls while the machine
+# stays up, and rebuilt where the tree changed.
 set -euo pipefail
 P=$PWD/.deps/device/root/usr
 OUT=${OUT:-$PWD/runs/device-fp32-$(date +%Y%m%d-%H%M%S)}
