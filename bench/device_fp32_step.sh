@@ -45,7 +45,8 @@ cp /tmp/device-fp32-steps/summary.md "$OUT/"
 for preset in $PRESETS; do
   for t in ${PROFILE_THREADS:-1 2}; do
     $B/reftrain train --preset "$preset" --batch 8 --steps 6 --threads "$t" \
-      --val-every 0 --val-batches 1 --trace /tmp/profiled.jsonl --profile >"$OUT/profile_${preset}_t$t.txt" 2>&1
+      --val-every 0 --val-batches 1 --trace /tmp/profiled.jsonl --profile \
+      >"$OUT/profile_${preset}_t$t.txt" 2>&1
     python3 bench/torch_step.py /tmp/profiled.jsonl --threads "$t" --steps 6 \
       --profile "$OUT/torch_profile_${preset}_t$t.txt" >/dev/null
   done
