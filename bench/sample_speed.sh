@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Text generation with and without the KV cache (core/train/sample.h): tokens/s of `reftrain
 # sample` for each preset, the cached path against the recompute path (--no-kv-cache, a forward
-# over the whole window per token) measured in the same run, interleaved.
+# over the whole window per token) measured in the same run, interleaved; and the cached path
+# with the products in bf16 (--precision bf16) against fp32's, in the same loop.
 #
 # Each preset's checkpoint comes from a one-step `reftrain train --steps 1 --batch 4` (the speed
 # does not depend on how trained the weights are, nor on the training batch). Each run generates TOKENS tokens after the default
@@ -26,6 +27,7 @@ TOKENS=${TOKENS:-500}
 REPEATS=${REPEATS:-3}
 THREADS=${THREADS:-$(nproc)}
 OUT=${OUT:-$(mktemp -d)}
+mkdir -p "$OUT"
 bin=$BUILD/reftrain
 [[ -x $bin ]] || { echo "no $bin: build it first (cmake --build $BUILD --target reftrain)" >&2; exit 1; }
 
@@ -39,8 +41,8 @@ median() { printf '%s\n' "$@" | sort -g | awk '{a[NR] = $1} END {print a[int((NR
 
 echo "reftrain sample, $TOKENS tokens, $THREADS threads, median of $REPEATS; $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | xargs), $(nproc) cores"
 echo
-echo "| preset | window T | KV cache tokens/s | recompute tokens/s | speed-up |"
-echo "|---|---:|---:|---:|---:|"
+echo "| preset | window T | KV cache tokens/s | recompute tokens/s | speed-up | bf16 KV cache tokens/s | bf16 ÷ fp32 |"
+echo "|---|---:|---:|---:|---:|---:|---:|"
 for preset in $PRESETS; do
   ckpt=$OUT/$preset
   if [[ ! -e $ckpt ]]; then
@@ -49,13 +51,14 @@ for preset in $PRESETS; do
       --out "$ckpt" >"$OUT/$preset.train.log" 2>&1 ||
       { echo "train --preset $preset failed: $OUT/$preset.train.log" >&2; exit 1; }
   fi
-  kv=() re=()
+  kv=() re=() bf=()
   for ((r = 0; r < REPEATS; ++r)); do
-    kv+=("$(rate "$ckpt")")
-    re+=("$(rate "$ckpt" --no-kv-cache)")
+    kv+=("$(rate "$ckpt" --precision fp32)")
+    re+=("$(rate "$ckpt" --precision fp32 --no-kv-cache)")
+    bf+=("$(rate "$ckpt" --precision bf16)")
   done
-  k=$(median "${kv[@]}") c=$(median "${re[@]}")
+  k=$(median "${kv[@]}") c=$(median "${re[@]}") b=$(median "${bf[@]}")
   window=$("$bin" presets | awk -v p="$preset" '$1 == p {print $10}')  # the T column
-  printf '| %s | %s | %.1f | %.1f | %.1f× |\n' "$preset" "${window:-?}" "$k" "$c" \
-    "$(awk -v a="$k" -v b="$c" 'BEGIN {print a / b}')"
+  printf '| %s | %s | %.1f | %.1f | %.1f× | %.1f | %.2f× |\n' "$preset" "${window:-?}" "$k" "$c" \
+    "$(awk -v a="$k" -v b="$c" 'BEGIN {print a / b}')" "$b" "$(awk -v a="$b" -v f="$k" 'BEGIN {print a / f}')"
 done

@@ -115,9 +115,9 @@ void MatmulBf16::run(const GemmBf16& g) {
       return gemm_bf16_reference(g, threads_);
     case Bf16Path::kEmulated:
     case Bf16Path::kDpbf16:
-      return run_pairs(g);
+      return g.M <= kRowsPathMax ? run_rows(g) : run_pairs(g);
     case Bf16Path::kAmx:
-      return run_amx(g);
+      return g.M <= kRowsPathMax ? run_rows(g) : run_amx(g);
   }
 }
 
@@ -329,8 +329,9 @@ void pack_pair_panel(uint32_t* panel, const GemmBf16& g, int q, int kb) {
   }
 }
 
-// Panels [q0, q1) of an untransposed op(B) (row k contiguous along j), each bpanel words: word
-// row r of block blk of panel q from rows pair_k(blk, r) and + 2, columns [q·NR, q·NR + NR).
+// Panels [q0, q1) of an untransposed op(B) (row k contiguous along j), each bpanel words from
+// pb (panel q at pb + (q − q0)·bpanel): word row r of block blk of panel q from rows
+// pair_k(blk, r) and + 2, columns [q·NR, q·NR + NR).
 // One word row goes across all the panels, and a block's words in the order that reads B's rows
 // ascending (k = 0 and 2, 1 and 3, 4 and 6, ..): each row of B is then read as one run, not as
 // a cache line per panel and block, which waited on memory (a weight gradient's B is the layer
@@ -344,7 +345,7 @@ void pack_pair_panels_across(uint32_t* pb, size_t bpanel, const GemmBf16& g, int
       const size_t row = (size_t(blk) * dot::kWordsPerBlock + r) * NR;
       for (int q = q0; q < q1; ++q) {
         const int j0 = q * NR, n = std::max(0, std::min(NR, g.N - j0));
-        pair_across(pb + q * bpanel + row, 1, g.b + j0, g.ldb, blk, r, g.K, n, NR);
+        pair_across(pb + (q - q0) * bpanel + row, 1, g.b + j0, g.ldb, blk, r, g.K, n, NR);
       }
     }
   }
@@ -406,7 +407,59 @@ bool amx_a_in_place(const GemmBf16& g) {
   return g.ta == Trans::kNo && g.M % dot::kAmxRows == 0 && g.K % dot::kBlock == 0;
 }
 
+// Row i of op(A) in chain order (simd/dot_bf16.h): per block of 32 k its even k ascending, then
+// its odd k; zeros past K.
+void chain_row(float* x, const GemmBf16& g, int i, int kb) {
+  const size_t step = g.ta == Trans::kNo ? 1 : g.lda;
+  const bf16* row = g.ta == Trans::kNo ? g.a + size_t(i) * g.lda : g.a + i;
+  for (int blk = 0; blk < kb; ++blk) {
+    for (int s = 0; s < dot::kChainSteps; ++s) {
+      const int k = blk * dot::kBlock + (s < 16 ? 2 * s : 2 * (s - 16) + 1);
+      x[blk * dot::kChainSteps + s] = k < g.K ? bf16_to_f32(row[size_t(k) * step]) : 0.0f;
+    }
+  }
+}
+
+// Below this many multiply-adds a product of a few rows runs on one thread: a parallel region
+// costs more than it saves (the attention's per-head products while decoding).
+constexpr double kRowsThreadWork = 1 << 18;
+
 }  // namespace
+
+// Products of at most kRowsPathMax rows (a decoding step's, one token): each thread packs one
+// panel of op(B) at a time into its own scratch, which stays in cache, and runs the rows over it
+// at once, widening the words in registers. The general path packs all of op(B) into shared
+// panels and widens them in a pass of their own, traffic that a row of A, reading each packed
+// word once, does not repay (`sample --precision bf16` took 1.4× fp32's time with it, AVX2).
+void MatmulBf16::run_rows(const GemmBf16& g) {
+  constexpr int NR = dot::kPairNR;
+  const int kb = blocks_of(g.K), panels = simd::round_up(g.N, NR) / NR;
+  const size_t bpanel = size_t(kb) * dot::kWordsPerBlock * NR, xrow = size_t(kb) * dot::kChainSteps;
+  const int threads =
+      double(g.M) * g.N * g.K >= kRowsThreadWork ? std::max(1, std::min(threads_, panels)) : 1;
+  uint32_t* scratch = reserve(pb_, size_t(threads) * bpanel);
+  float* x = reserve(fa_, size_t(g.M) * xrow);
+  float* rows = reserve(tiles_, size_t(threads) * NR);
+  for (int i = 0; i < g.M; ++i) chain_row(x + i * xrow, g, i, kb);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    uint32_t* panel = scratch + t * bpanel;
+    float* c = rows + t * NR;
+    const simd::FlushDenormals mode;
+#pragma omp for schedule(static)
+    for (int q = 0; q < panels; ++q) {
+      const int j0 = q * NR, w = std::min(NR, g.N - j0);
+      if (kb > 0 && g.tb == Trans::kYes) pack_pair_panel(panel, g, q, kb);
+      if (kb > 0 && g.tb == Trans::kNo) pack_pair_panels_across(panel, bpanel, g, q, q + 1, kb);
+      for (int i = 0; i < g.M; ++i) {
+        for (int j = 0; j < NR; ++j) c[j] = init_of(g, i, j0 + j);
+        dot::chain_row_words<dot::kPairNV>(c, x + i * xrow, panel, kb);
+        std::copy(c, c + w, g.c + size_t(i) * g.ldc + j0);
+      }
+    }
+  }
+}
 
 // Pair packing, inside the threads: A as rows of arow words (kb·16 and the padding); B as
 // panels of NR columns, kb·16 rows of NR words (bpanel words each).
@@ -424,9 +477,10 @@ void MatmulBf16::pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpane
   // one run of panels per thread, so that each reads its part of B's rows as runs
   const int threads = omp_get_num_threads(), per = (panels + threads - 1) / threads;
 #pragma omp for schedule(static)
-  for (int t = 0; t < threads; ++t)
-    pack_pair_panels_across(pb, bpanel, g, std::min(panels, t * per),
-                            std::min(panels, (t + 1) * per), kb);
+  for (int t = 0; t < threads; ++t) {
+    const int q0 = std::min(panels, t * per);
+    pack_pair_panels_across(pb + q0 * bpanel, bpanel, g, q0, std::min(panels, (t + 1) * per), kb);
+  }
 }
 
 // The emulated path's operands: the packed words widened to f32 in chain order (A as

@@ -23,8 +23,9 @@
 // Paths (Bf16Path): reference (gemm_bf16_reference, ops/bf16.h's scalar dot, one output at a
 // time, the teaching version); emulated, dpbf16, amx (MatmulBf16: the operands packed once per
 // call into shared panels — AMX reads a row-major A in place when its rows fill whole tiles —
-// then tiles of C over the threads, each accumulated in place). Tests hold all of them
-// bit-identical at any thread count.
+// then tiles of C over the threads, each accumulated in place; a product of at most
+// kRowsPathMax rows instead packs each panel of op(B) as it runs over it, with FMAs, on every
+// fast path: run_rows). Tests hold all of them bit-identical at any thread count.
 #pragma once
 
 #include <cstddef>
@@ -77,6 +78,10 @@ Bf16Path bf16_best_path();
 // The reference: every output on its own, dot_bf16_canonical, parallel over rows of C.
 void gemm_bf16_reference(const GemmBf16& g, int threads);
 
+// Products of at most this many rows (decoding's) take a path of their own on every fast path:
+// each panel of op(B) packed as it is used (MatmulBf16::run_rows).
+constexpr int kRowsPathMax = 4;
+
 // A fast path with its workspace (the packed panels), which grows to the largest product run
 // and is reused; threads ≤ 0 means omp_get_max_threads(), and no more than that is used.
 // kReference runs the reference.
@@ -92,6 +97,7 @@ class MatmulBf16 {
   std::vector<MatmulBf16>& single_thread_engines();
 
  private:
+  void run_rows(const GemmBf16& g);
   void run_pairs(const GemmBf16& g);
   void run_amx(const GemmBf16& g);
   void pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel);

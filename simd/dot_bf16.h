@@ -184,6 +184,43 @@ inline void chain_tile_emulated(float* c, size_t ldc, const float* a, const floa
   }
 }
 
+// One row of C over one pair-packed panel (per block 16 rows of NR = NV·W words): the path of
+// products with a few rows (MatmulBf16, decoding's one-token products), which widens each packed
+// word in registers as it reads it, since a row of A uses each word once. x: the row of A in
+// chain order (kChainSteps floats per block, zeros past K); c: the row's NR outputs, holding
+// their flushed inits. Per block the even chain (words 0..7) and the odd chain (words 8..15),
+// each from +0 and in its own order, interleaved, then c = c + (E + O). Must run under
+// FlushDenormals.
+template <int NV>
+inline void chain_row_words(float* c, const float* x, const uint32_t* panel, int blocks) {
+  using V = Batch<float>;
+  constexpr int W = int(V::size), NR = NV * W;
+  const U32 hi_mask(0xFFFF0000u);
+  V acc[NV];
+  for (int v = 0; v < NV; ++v) acc[v] = V::load_unaligned(c + v * W);
+  for (int blk = 0; blk < blocks; ++blk) {
+    const uint32_t* wb = panel + size_t(blk) * kWordsPerBlock * NR;
+    const float* xb = x + size_t(blk) * kChainSteps;
+    V e[NV], o[NV];
+    for (int v = 0; v < NV; ++v) e[v] = o[v] = V(0.0f);
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; ++r) {
+      const V xe_hi(xb[2 * r]), xe_lo(xb[2 * r + 1]), xo_hi(xb[16 + 2 * r]), xo_lo(xb[17 + 2 * r]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        const U32 we = U32::load_unaligned(wb + r * NR + v * W);
+        const U32 wo = U32::load_unaligned(wb + (r + 8) * NR + v * W);
+        e[v] = simd::fma(xe_hi, xsimd::bitwise_cast<V>(we & hi_mask), e[v]);
+        o[v] = simd::fma(xo_hi, xsimd::bitwise_cast<V>(wo & hi_mask), o[v]);
+        e[v] = simd::fma(xe_lo, xsimd::bitwise_cast<V>(we << 16), e[v]);
+        o[v] = simd::fma(xo_lo, xsimd::bitwise_cast<V>(wo << 16), o[v]);
+      }
+    }
+    for (int v = 0; v < NV; ++v) acc[v] = acc[v] + (e[v] + o[v]);
+  }
+  for (int v = 0; v < NV; ++v) acc[v].store_unaligned(c + v * W);
+}
+
 #pragma GCC diagnostic pop
 
 // clang 16 crashes (a segfault in its optimizer, at -O1 and above) compiling this tile; the

@@ -262,6 +262,27 @@ TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
   }
 }
 
+// Products of at most kRowsPathMax rows take their own path (decoding's): one row against a
+// layer's weight (either layout, wide enough for several threads' panels), a few rows with
+// ragged K and N, K = 0, and one row past the limit, on the general path.
+TEST(Bf16Matmul, FewRowProductsEqualReference) {
+  std::mt19937 rng(32);
+  const std::vector<Bf16Shape> shapes = {{1, 1152, 384},
+                                         {1, 4096, 64},
+                                         {2, 100, 1000},
+                                         {3, 70, 33},
+                                         {kRowsPathMax, 257, 96},
+                                         {1, 33, 0},
+                                         {kRowsPathMax + 1, 65, 65}};
+  for (const Bf16Shape& s : shapes) {
+    for (Trans ta : {Trans::kNo, Trans::kYes}) {
+      for (Trans tb : {Trans::kNo, Trans::kYes}) {
+        for (int init = 0; init < 3; ++init) check_all_paths(s, ta, tb, init, rng);
+      }
+    }
+  }
+}
+
 // The causal products (the attention's): every path skips the declared +0 blocks and unwanted
 // tiles and still gives the reference's bits, for square and ragged shapes, either layout of A.
 TEST(Bf16Matmul, CausalProductsEqualReference) {
