@@ -5,7 +5,11 @@
 // the optimizer), the median of 7 runs after 2 warm-ups. Paths: fp32 blocked, bf16 best (amx,
 // dpbf16 or emulated, whichever the CPU has), bf16 emulated. bench/torch_bf16.py times PyTorch's
 // autocast on the same shapes. Each shape also prints the best path's three products alone. On
-// an AVX512_BF16 build it first prints the two instruction rates bf16_best_path compares.
+// an AVX512_BF16 build it first prints the two instruction rates bf16_best_path compares. Last,
+// the forward product of 1 to 8 rows against baby's weights (decoding's product) on the best
+// path: on the emulated one, rows up to kRowsPathMax take MatmulBf16's path for few rows, the
+// others the general path, whose time hardly grows with M below a tile's height, so the two
+// sides of the limit compare the paths.
 //
 //   ./build/bench/bench_bf16 1 16        (thread counts)
 #include <omp.h>
@@ -33,6 +37,13 @@ struct Shape {
   const char* name;
   int N, K, O;  // rows, in features, out features
 };
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd;
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
 
 double median_ms(const std::function<void()>& f) {
   for (int i = 0; i < 2; ++i) f();
@@ -171,12 +182,7 @@ void natural_order(const Shape& s, int threads, const std::vector<GemmBf16>& pro
 void run_shape(const Shape& s, int threads) {
   omp_set_num_threads(threads);
   std::mt19937 rng(1);
-  std::normal_distribution<float> nd;
-  auto randv = [&](size_t n) {
-    std::vector<float> v(n);
-    for (float& x : v) x = nd(rng);
-    return v;
-  };
+  auto randv = [&](size_t n) { return random_floats(n, rng); };
   const size_t nk = size_t(s.N) * s.K, no = size_t(s.N) * s.O, ok = size_t(s.O) * s.K;
   std::vector<float> inp = randv(nk), w = randv(ok), b = randv(s.O), dout = randv(no);
   std::vector<float> out(no), dinp(nk), dw(ok), db(s.O);
@@ -231,6 +237,30 @@ void run_shape(const Shape& s, int threads) {
 #endif
 }
 
+// Microseconds of out = x·wᵀ for M = 1..8 rows of x (the median of 7 runs of 20 calls each).
+void few_rows(int threads) {
+  MatmulBf16 mm(bf16_best_path(), threads);
+  std::mt19937 rng(2);
+  auto randv = [&](size_t n) { return random_floats(n, rng); };
+  for (const auto& [N, K] : {std::pair{1152, 384}, {4096, 384}, {384, 1536}}) {
+    std::vector<float> x = randv(size_t(8) * K), w = randv(size_t(N) * K), out(size_t(8) * N);
+    std::vector<bf16> x16(x.size()), w16(w.size());
+    cast_f32_to_bf16_fast(x16.data(), x.data(), x.size());
+    cast_f32_to_bf16_fast(w16.data(), w.data(), w.size());
+    std::printf("rows N%-5d K%-5d threads %2d  %s (the emulated path's few-rows path: M <= %d):", N,
+                K, threads, bf16_path_name(mm.path()), kRowsPathMax);
+    for (int M = 1; M <= 8; ++M) {
+      const GemmBf16 g{M,          N,           K,         x16.data(), Trans::kNo, size_t(K),
+                       w16.data(), Trans::kYes, size_t(K), out.data(), size_t(N),  false};
+      const double ms = median_ms([&] {
+        for (int r = 0; r < 20; ++r) mm.run(g);
+      });
+      std::printf("  M%d %.0f us", M, ms * 1e3 / 20);
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,5 +280,6 @@ int main(int argc, char** argv) {
   for (int t : threads) {
     for (const Shape& s : shapes) run_shape(s, t);
   }
+  for (int t : threads) few_rows(t);
   return 0;
 }

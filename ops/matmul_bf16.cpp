@@ -114,10 +114,11 @@ void MatmulBf16::run(const GemmBf16& g) {
     case Bf16Path::kReference:
       return gemm_bf16_reference(g, threads_);
     case Bf16Path::kEmulated:
-    case Bf16Path::kDpbf16:
       return g.M <= kRowsPathMax ? run_rows(g) : run_pairs(g);
+    case Bf16Path::kDpbf16:
+      return run_pairs(g);
     case Bf16Path::kAmx:
-      return g.M <= kRowsPathMax ? run_rows(g) : run_amx(g);
+      return run_amx(g);
   }
 }
 
@@ -426,11 +427,12 @@ constexpr double kRowsThreadWork = 1 << 18;
 
 }  // namespace
 
-// Products of at most kRowsPathMax rows (a decoding step's, one token): each thread packs one
-// panel of op(B) at a time into its own scratch, which stays in cache, and runs the rows over it
-// at once, widening the words in registers. The general path packs all of op(B) into shared
-// panels and widens them in a pass of their own, traffic that a row of A, reading each packed
-// word once, does not repay (`sample --precision bf16` took 1.4× fp32's time with it, AVX2).
+// The emulated path's products of at most kRowsPathMax rows (a decoding step's, one token): each
+// thread packs one panel of op(B) at a time into its own scratch, which stays in cache, and runs
+// the rows over it at once, widening the words in registers. The general path packs all of op(B)
+// into shared panels and widens them in a pass of their own, traffic that a row of A, reading
+// each packed word once, does not repay (with it, `sample --precision bf16` took 1.6-1.8× fp32's
+// time per token in the x86-64-v3 build).
 void MatmulBf16::run_rows(const GemmBf16& g) {
   constexpr int NR = dot::kPairNR;
   const int kb = blocks_of(g.K), panels = simd::round_up(g.N, NR) / NR;
@@ -439,13 +441,15 @@ void MatmulBf16::run_rows(const GemmBf16& g) {
       double(g.M) * g.N * g.K >= kRowsThreadWork ? std::max(1, std::min(threads_, panels)) : 1;
   uint32_t* scratch = reserve(pb_, size_t(threads) * bpanel);
   float* x = reserve(fa_, size_t(g.M) * xrow);
-  float* rows = reserve(tiles_, size_t(threads) * NR);
+  // each thread's row of C on cache lines of its own (NR = 24 floats on AVX2 would share them)
+  const size_t row_stride = size_t(simd::round_up(NR, 16));
+  float* rows = reserve(tiles_, size_t(threads) * row_stride);
   for (int i = 0; i < g.M; ++i) chain_row(x + i * xrow, g, i, kb);
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
     uint32_t* panel = scratch + t * bpanel;
-    float* c = rows + t * NR;
+    float* c = rows + t * row_stride;
     const simd::FlushDenormals mode;
 #pragma omp for schedule(static)
     for (int q = 0; q < panels; ++q) {

@@ -23,9 +23,9 @@
 // Paths (Bf16Path): reference (gemm_bf16_reference, ops/bf16.h's scalar dot, one output at a
 // time, the teaching version); emulated, dpbf16, amx (MatmulBf16: the operands packed once per
 // call into shared panels — AMX reads a row-major A in place when its rows fill whole tiles —
-// then tiles of C over the threads, each accumulated in place; a product of at most
-// kRowsPathMax rows instead packs each panel of op(B) as it runs over it, with FMAs, on every
-// fast path: run_rows). Tests hold all of them bit-identical at any thread count.
+// then tiles of C over the threads, each accumulated in place; on the emulated path a product of
+// at most kRowsPathMax rows instead packs each panel of op(B) as it runs over it: run_rows). Tests
+// hold all of them bit-identical at any thread count.
 #pragma once
 
 #include <cstddef>
@@ -78,8 +78,10 @@ Bf16Path bf16_best_path();
 // The reference: every output on its own, dot_bf16_canonical, parallel over rows of C.
 void gemm_bf16_reference(const GemmBf16& g, int threads);
 
-// Products of at most this many rows (decoding's) take a path of their own on every fast path:
-// each panel of op(B) packed as it is used (MatmulBf16::run_rows).
+// On the emulated path, products of at most this many rows (decoding's) take a path of their
+// own: each panel of op(B) packed as it is used (MatmulBf16::run_rows). On a Zen 4 it ran one to
+// four rows 1.3-3.5× faster than the general path at 1 and 2 threads; VDPBF16PS's general path,
+// which does not widen, was as fast as it at 2 threads (bench/RESULTS.md), so it keeps that.
 constexpr int kRowsPathMax = 4;
 
 // A fast path with its workspace (the packed panels), which grows to the largest product run

@@ -185,8 +185,8 @@ inline void chain_tile_emulated(float* c, size_t ldc, const float* a, const floa
 }
 
 // One row of C over one pair-packed panel (per block 16 rows of NR = NV·W words): the path of
-// products with a few rows (MatmulBf16, decoding's one-token products), which widens each packed
-// word in registers as it reads it, since a row of A uses each word once. x: the row of A in
+// emulated products with a few rows (MatmulBf16, decoding's one-token products), which widens each
+// packed word in registers as it reads it, since a row of A uses each word once. x: the row of A in
 // chain order (kChainSteps floats per block, zeros past K); c: the row's NR outputs, holding
 // their flushed inits. Per block the even chain (words 0..7) and the odd chain (words 8..15),
 // each from +0 and in its own order, interleaved, then c = c + (E + O). Must run under
