@@ -79,10 +79,11 @@ Bf16Path bf16_best_path();
 void gemm_bf16_reference(const GemmBf16& g, int threads);
 
 // On the emulated path, products of at most this many rows (decoding's) take a path of their
-// own: each panel of op(B) packed as it is used (MatmulBf16::run_rows). On a Zen 4 it ran one to
-// four rows 1.3-3.5× faster than the general path at 1 and 2 threads; VDPBF16PS's general path,
-// which does not widen, was as fast as it at 2 threads (bench/RESULTS.md), so it keeps that.
-constexpr int kRowsPathMax = 4;
+// own: each panel of op(B) packed as it is used (MatmulBf16::run_rows). On a Zen 4 it ran one or
+// two rows 1.3-3.5× faster than the general path at 1 and 2 threads, but three or four no faster
+// at 2 threads; VDPBF16PS's general path, which does not widen, was as fast as it on one row at 2
+// threads (bench/RESULTS.md), so it keeps that.
+constexpr int kRowsPathMax = 2;
 
 // A fast path with its workspace (the packed panels), which grows to the largest product run
 // and is reused; threads ≤ 0 means omp_get_max_threads(), and no more than that is used.
