@@ -262,9 +262,10 @@ TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
   }
 }
 
-// Products of at most kRowsPathMax rows take their own path (decoding's): one row against a
-// layer's weight (either layout, wide enough for several threads' panels), a few rows with
-// ragged K and N, K = 0, and one row past the limit, on the general path.
+// On the emulated path, products of at most kRowsPathMax rows take their own path (decoding's):
+// one row against a layer's weight (either layout, wide enough for several threads' panels), a
+// few rows with ragged K and N, K = 0, and one row past the limit, on the general path; every
+// path is held to the reference on them.
 TEST(Bf16Matmul, FewRowProductsEqualReference) {
   std::mt19937 rng(32);
   const std::vector<Bf16Shape> shapes = {{1, 1152, 384},
