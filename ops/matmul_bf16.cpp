@@ -431,7 +431,7 @@ constexpr double kRowsThreadWork = 1 << 18;
 // thread packs one panel of op(B) at a time into its own scratch, which stays in cache, and runs
 // the rows over it at once, widening the words in registers. The general path packs all of op(B)
 // into shared panels and widens them in a pass of their own, traffic that a row of A, reading
-// each packed word once, does not repay (with it, `sample --precision bf16` took 1.6-1.8× fp32's
+// each packed word once, does not repay (with it, `sample --precision bf16` took 1.4-1.8× fp32's
 // time per token in the x86-64-v3 build).
 void MatmulBf16::run_rows(const GemmBf16& g) {
   constexpr int NR = dot::kPairNR;
