@@ -169,18 +169,20 @@ struct KvCase {
 };
 
 std::string kv_case_name(const KvCase& c) {
-  return std::string(c.arch == Arch::kLlama ? "llama" : "gpt2") +
-         (c.precision == Precision::kMixed ? "_mixed" : "_fp32") +
+  return std::string(c.arch == Arch::kLlama ? "llama" : "gpt2") + "_" + enum_name(c.precision) +
          (c.kernels == Kernels::kFast ? "_fast" : "_reference") + "_threads" +
          std::to_string(c.threads);
 }
 
-// A model of the case's family and kernels, weights from seed 7 (the same for every instance).
+// A model of the case's family, precision and kernels, weights from seed 7 (the same for every
+// instance).
 std::unique_ptr<Model> kv_model(const KvCase& c) {
   ModelOptions o{1, kKvWindow, c.precision};
   if (c.kernels == Kernels::kReference) {
     o.kernels = Kernels::kReference, o.matmul = MatmulKind::kNaive;
-    o.attention = AttentionKind::kMaterialised;
+  }
+  if (c.kernels == Kernels::kReference || c.precision == Precision::kBf16) {
+    o.attention = AttentionKind::kMaterialised;  // the only one of the reference and of bf16
   }
   std::unique_ptr<Model> m = make_model(kv_config(c.arch), o);
   m->init_weights(7);
@@ -236,17 +238,22 @@ TEST_P(KvCacheText, IsTheRecomputedText) {
   }
 }
 
-// Both families, fp32 and mixed: the fast kernels on 1 and 2 threads, the reference kernels
+// Both families, fp32, mixed and bf16: the fast kernels on 1 and 2 threads, the reference kernels
 // (naive matmul, materialised attention) on 1. The logits also on 3 threads, more than the
-// cores of a small machine (slow there, so not the text).
+// cores of a small machine (slow there, so not the text), in mixed and in bf16 (whose decode
+// extends each layer's bf16 rounding of the cache by the new rows only).
 std::vector<KvCase> kv_cases(bool three_threads) {
   std::vector<KvCase> v;
   for (Arch arch : {Arch::kGpt2, Arch::kLlama}) {
-    for (Precision p : {Precision::kFp32, Precision::kMixed}) {
+    for (Precision p : {Precision::kFp32, Precision::kMixed, Precision::kBf16}) {
       for (int threads : {1, 2}) v.push_back({arch, p, Kernels::kFast, threads});
       v.push_back({arch, p, Kernels::kReference, 1});
     }
-    if (three_threads) v.push_back({arch, Precision::kMixed, Kernels::kFast, 3});
+    if (three_threads) {
+      for (Precision p : {Precision::kMixed, Precision::kBf16}) {
+        v.push_back({arch, p, Kernels::kFast, 3});
+      }
+    }
   }
   return v;
 }
