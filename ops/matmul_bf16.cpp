@@ -100,6 +100,10 @@ MatmulBf16::MatmulBf16(Bf16Path path, int threads)
   }
 }
 
+void MatmulBf16::forget_weights() {
+  for (KeptB& k : kept_) k.valid = false;
+}
+
 std::vector<MatmulBf16>& MatmulBf16::single_thread_engines() {
   if (singles_.empty()) {
     singles_.reserve(size_t(threads_));
@@ -116,7 +120,7 @@ void MatmulBf16::run(const GemmBf16& g) {
     case Bf16Path::kEmulated:
       return g.M <= kRowsPathMax ? run_rows(g) : run_pairs(g);
     case Bf16Path::kDpbf16:
-      return run_pairs(g);
+      return keep_ && g.M <= kRowsPathMax && g.tb == Trans::kYes ? run_rows(g) : run_pairs(g);
     case Bf16Path::kAmx:
       return run_amx(g);
   }
@@ -445,17 +449,22 @@ void MatmulBf16::run_rows(const GemmBf16& g) {
   const size_t row_stride = size_t(simd::round_up(NR, 16));
   float* rows = reserve(tiles_, size_t(threads) * row_stride);
   for (int i = 0; i < g.M; ++i) chain_row(x + i * xrow, g, i, kb);
+  const uint32_t* kept =
+      keep_ && kb > 0 && g.tb == Trans::kYes ? kept_panels(g, kb, bpanel, panels) : nullptr;
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
-    uint32_t* panel = scratch + t * bpanel;
+    uint32_t* scratch_panel = scratch + t * bpanel;
     float* c = rows + t * row_stride;
     const simd::FlushDenormals mode;
 #pragma omp for schedule(static)
     for (int q = 0; q < panels; ++q) {
       const int j0 = q * NR, w = std::min(NR, g.N - j0);
-      if (kb > 0 && g.tb == Trans::kYes) pack_pair_panel(panel, g, q, kb);
-      if (kb > 0 && g.tb == Trans::kNo) pack_pair_panels_across(panel, bpanel, g, q, q + 1, kb);
+      const uint32_t* panel = kept ? kept + q * bpanel : scratch_panel;
+      if (!kept && kb > 0 && g.tb == Trans::kYes) pack_pair_panel(scratch_panel, g, q, kb);
+      if (kb > 0 && g.tb == Trans::kNo) {
+        pack_pair_panels_across(scratch_panel, bpanel, g, q, q + 1, kb);
+      }
       for (int i = 0; i < g.M; ++i) {
         for (int j = 0; j < NR; ++j) c[j] = init_of(g, i, j0 + j);
         dot::chain_row_words<dot::kPairNV>(c, x + i * xrow, panel, kb);
@@ -463,6 +472,22 @@ void MatmulBf16::run_rows(const GemmBf16& g) {
       }
     }
   }
+}
+
+// keep_weights: B's panels as run_rows reads them, packed by all the engine's threads at the
+// first product with this B since forget_weights(), then read as they are.
+const uint32_t* MatmulBf16::kept_panels(const GemmBf16& g, int kb, size_t bpanel, int panels) {
+  auto same = [&](const KeptB& k) {
+    return k.b == g.b && k.N == g.N && k.K == g.K && k.ldb == g.ldb;
+  };
+  auto it = std::find_if(kept_.begin(), kept_.end(), same);
+  if (it == kept_.end()) it = kept_.insert(kept_.end(), {g.b, g.N, g.K, g.ldb, false, {}});
+  if (it->valid) return it->words.data();
+  uint32_t* words = reserve(it->words, size_t(panels) * bpanel);
+#pragma omp parallel for num_threads(threads_) schedule(static)
+  for (int q = 0; q < panels; ++q) pack_pair_panel(words + q * bpanel, g, q, kb);
+  it->valid = true;
+  return words;
 }
 
 // Pair packing, inside the threads: A as rows of arow words (kb·16 and the padding); B as

@@ -81,8 +81,11 @@ void gemm_bf16_reference(const GemmBf16& g, int threads);
 // On the emulated path, products of at most this many rows (decoding's) take a path of their
 // own: each panel of op(B) packed as it is used (MatmulBf16::run_rows). On a Zen 4 it ran one or
 // two rows 1.3-3.5× faster than the general path at 1 and 2 threads, but three or four no faster
-// at 2 threads; VDPBF16PS's general path, which does not widen, was as fast as it on one row at 2
-// threads (bench/RESULTS.md), so it keeps that.
+// at 2 threads. VDPBF16PS's general path, which does not widen, was as fast as it on one row at 2
+// threads, so that path takes the few-rows path only for a weight it keeps packed
+// (keep_weights), where no packing is left: bf16 decoding then ran 1.5× (1 thread) and 2.4× (2
+// threads) as many tokens a second on a Zen 4 (bench/RESULTS.md). AMX keeps its tiles (not
+// measured).
 constexpr int kRowsPathMax = 2;
 
 // A fast path with its workspace (the packed panels), which grows to the largest product run
@@ -98,6 +101,14 @@ class MatmulBf16 {
   // (work spread over the threads one small product each: the attention's heads). Made at the
   // first call and kept, with their workspaces, so that later calls allocate nothing.
   std::vector<MatmulBf16>& single_thread_engines();
+  // Decoding runs every weight over one row per token, and the weights do not change between
+  // tokens. With keep_weights on, the few-rows path keeps each transposed op(B) it packs (keyed by
+  // its address and shape) and, at the next product with that B, reads the kept panels instead
+  // of packing it again: the caller promises that B's bits have not changed. forget_weights()
+  // drops what is kept (the memory stays for the next), and must be called whenever they may
+  // have. The paths that do not take the few-rows path ignore it.
+  void keep_weights(bool on) { keep_ = on; }
+  void forget_weights();
 
  private:
   void run_rows(const GemmBf16& g);
@@ -106,6 +117,15 @@ class MatmulBf16 {
   void pack_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel);
   void widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel);
   const bf16* pack_amx(const GemmBf16& g, int kb, size_t panel, bool in_place, size_t lda);
+  const uint32_t* kept_panels(const GemmBf16& g, int kb, size_t bpanel, int panels);
+  // keep_weights: one transposed op(B) in run_rows's panels, valid until forget_weights()
+  struct KeptB {
+    const bf16* b;
+    int N, K;
+    size_t ldb;
+    bool valid;
+    AlignedBuffer<uint32_t> words;
+  };
   Bf16Path path_;
   int threads_;
   AlignedBuffer<uint32_t> pa_, pb_;  // packed A and B (AMX: bf16 pairs in the words)
@@ -113,6 +133,8 @@ class MatmulBf16 {
   AlignedBuffer<float> tiles_;       // per-thread C tiles
   AlignedBuffer<float> inits_;       // a product's inits as one row, when every row's are equal
   std::vector<MatmulBf16> singles_;  // single_thread_engines()
+  bool keep_ = false;
+  std::vector<KeptB> kept_;
 };
 
 }  // namespace reftrain

@@ -210,7 +210,7 @@ const float* Gpt2::layer_decode(int l, const float* x, int pos) {
   const size_t r = size_t(pos) * C;  // row pos of a [T, C] activation
   layernorm_fwd(a.ln1 + r, a.ln1_mean + pos, a.ln1_rstd + pos, x, w.ln1w, w.ln1b, 1);
   linear_fwd(a.qkv + 3 * r, a.ln1 + r, w.qkvw, w.qkvb, 1, C, 3 * C);
-  attention_decode_fwd(a.atty + r, a.att, a.qkv, pos);
+  attention_decode_fwd(a.atty + r, a.att, a.qkv, l, pos);
   linear_fwd(a.attproj + r, a.atty + r, w.attprojw, w.attprojb, 1, C, C);
   residual_fwd(a.res2 + r, x, a.attproj + r, C);
   layernorm_fwd(a.ln2 + r, a.ln2_mean + pos, a.ln2_rstd + pos, a.res2 + r, w.ln2w, w.ln2b, 1);

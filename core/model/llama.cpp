@@ -220,7 +220,7 @@ const float* Llama::layer_decode(int l, const float* x, int pos) {
   rope_fwd(act_.qr, act_.q, 1, 1, pos);
   rope_fwd(act_.kr, act_.k, 1, 1, pos);
   pack(a.qkv + 3 * r, 1);
-  attention_decode_fwd(a.atty + r, a.att, a.qkv, pos);
+  attention_decode_fwd(a.atty + r, a.att, a.qkv, l, pos);
   linear_fwd(a.attproj + r, a.atty + r, w.wo, nullptr, 1, C, C);
   residual_fwd(a.res2 + r, x, a.attproj + r, C);
   rmsnorm_fwd(a.rms2 + r, a.rms2_rstd + pos, a.res2 + r, w.rms2w, 1);

@@ -68,10 +68,13 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
   const size_t N = size_t(o.batch) * o.seq, TT = size_t(o.seq) * o.seq;
   wb16_ = AlignedBuffer<bf16>(layout_.total());
   b16_.mm = std::make_unique<MatmulBf16>(kt_.bf16);
+  b16_.weights_mm = std::make_unique<MatmulBf16>(kt_.bf16);
+  b16_.weights_mm->keep_weights(true);
   b16_.in = AlignedBuffer<bf16>(N * widest_input(cfg));
   b16_.dout = AlignedBuffer<bf16>(N * widest_output(cfg));
   b16_.att = AlignedBuffer<bf16>(size_t(o.batch) * cfg.heads * TT);
   b16_.kept = AlignedBuffer<bf16>(bf16_kept_inputs(cfg, N));
+  b16_.kv_rows.assign(size_t(cfg.layers), 0);
   const size_t per_thread = size_t(b16_.mm->threads()) * TT;  // the attention backward's
   b16_.ds = AlignedBuffer<bf16>(per_thread);
   b16_.dp = AlignedBuffer<float>(per_thread);
@@ -102,7 +105,10 @@ void Model::init_weights(uint64_t seed) {
 float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
   last_ = {B, T, inputs, targets != nullptr};
   cached_ = 0;
+  decoding_ = false;
+  if (b16_.weights_mm) b16_.weights_mm->forget_weights();
   b16_.kept_at.clear();
+  std::fill(b16_.kv_rows.begin(), b16_.kv_rows.end(), 0);
   tag_ = "embed";
   const float* res = embedding_forward(inputs, B, T);
   for (int l = 0; l < cfg_.layers; ++l) {
@@ -126,6 +132,7 @@ const float* Model::decode(int32_t token) {
   }
   const int pos = cached_;
   last_ = {1, 1, nullptr, false};
+  decoding_ = true;
   tag_ = "embed";
   const float* res = embedding_decode(token, pos);
   for (int l = 0; l < cfg_.layers; ++l) {
@@ -160,6 +167,7 @@ void Model::refresh_mirror() {
   if (precision_ == Precision::kMixed) {
     kt_.cast_f32_to_f16(w16_.data(), w_.data(), w_.size());
   } else if (precision_ == Precision::kBf16) {
+    b16_.weights_mm->forget_weights();
     kt_.cast_f32_to_bf16(wb16_.data(), w_.data(), w_.size());
   }
 }
@@ -261,8 +269,8 @@ void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float
          [&] { kt_.attention_backward(dqkv, dp, dout, qkv, out, att, B, T, C, NH, false); });
 }
 
-void Model::attention_decode_fwd(float* out, float* att, const float* qkv, int pos) const {
-  if (precision_ == Precision::kBf16) return attention_decode_bf16_fwd(out, qkv, pos);
+void Model::attention_decode_fwd(float* out, float* att, const float* qkv, int l, int pos) const {
+  if (precision_ == Precision::kBf16) return attention_decode_bf16_fwd(out, qkv, l, pos);
   const int C = cfg_.channels, NH = cfg_.heads;
   traced("attention_decode", {out, nullptr, qkv}, {{"C", size_t(C)}, {"rows", size_t(pos) + 1}},
          [&] { kt_.attention_decode(out, att, qkv, pos, C, NH); });

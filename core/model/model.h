@@ -43,8 +43,12 @@ class Model {
   const f16* mirror() const { return w16_.data(); }
   f16* mirror() { return w16_.data(); }
   // The mirror the optimizer writes, whichever the precision has: the fp16 one, the bf16 one
-  // (adamw_update_bf16), or none.
-  WeightMirror weight_mirror() { return {w16_.data(), wb16_.data()}; }
+  // (adamw_update_bf16), or none. Decoding's packed copies of the bf16 weights are dropped, since
+  // the caller may change them.
+  WeightMirror weight_mirror() {
+    if (b16_.weights_mm) b16_.weights_mm->forget_weights();
+    return {w16_.data(), wb16_.data()};
+  }
 
   // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
   // CounterRng(seed, kInit).normal(i); then refreshes the mirror.
@@ -170,7 +174,9 @@ class Model {
   void attention_fwd_bf16(float* out, float* att, const float* qkv, int B, int T) const;
   void attention_bwd_bf16(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
                           int T) const;
-  void attention_decode_bf16_fwd(float* out, const float* qkv, int pos) const;
+  // Extends layer l's bf16 rounding of the cache (`kept`, see Bf16Work) by the rows it lacks, then
+  // runs the decode row on it.
+  void attention_decode_bf16_fwd(float* out, const float* qkv, int l, int pos) const;
   // src [n] rounded to bf16 into dst (one cast_f32_to_bf16 call); returns dst.
   const bf16* to_bf16(bf16* dst, const float* src, size_t n) const;
   // The bf16 rounding of a product's input activation src [n]. In a forward with targets it is
@@ -184,9 +190,9 @@ class Model {
   void attention_fwd(float* out, float* att, const float* qkv, int B, int T) const;
   void attention_bwd(float* dqkv, float* dp, const float* dout, const float* qkv, const float* out,
                      const float* att, int B, int T) const;
-  // Row pos of the attention over qkv rows 0..pos (B = 1) into out [C]: attention_decode or
+  // Row pos of layer l's attention over qkv rows 0..pos (B = 1) into out [C]: attention_decode or
   // attention_decode_fast as the model's kernel; att: the layer's saved-state buffer, as scratch.
-  void attention_decode_fwd(float* out, float* att, const float* qkv, int pos) const;
+  void attention_decode_fwd(float* out, float* att, const float* qkv, int l, int pos) const;
 
   // Cross-entropy (+ z-loss) of every position with dlogits fused (scaled by 1/(K·N), K the
   // micro-batches a step accumulates: ModelOptions::grad_accum), and the mean
@@ -205,8 +211,9 @@ class Model {
   void require_targets(const char* who) const;
 
   LastForward last_;
-  int seq_;         // T of the construction
-  int cached_ = 0;  // positions in the KV cache (decode)
+  int seq_;                // T of the construction
+  int cached_ = 0;         // positions in the KV cache (decode)
+  bool decoding_ = false;  // inside decode(), not a forward
   KernelDump* dump_ = nullptr;
   KernelProfile* profile_ = nullptr;
   std::string tag_;  // the dump's name of the part running: embed, h<l>, head
@@ -225,17 +232,23 @@ class Model {
   // output] (a gradient), `att` [B,NH,T,T] (the probabilities), `ds` and `dp` [threads,T,T] (the
   // attention backward's scratch, one [T,T] per thread; the decode's row), and `kept`
   // [bf16_kept_inputs] the input roundings a training step's backward reads again (input_bf16),
-  // each at `kept_at` (its f32 source, offset and length), cleared by every forward.
+  // each at `kept_at` (its f32 source, offset and length), cleared by every forward. A forward
+  // without targets keeps nothing there, so decoding holds in `kept` each layer's bf16 rounding
+  // of its qkv cache ([layers, seq, 3C], which fits: kept has room for 6C per token and layer),
+  // its first `kv_rows[l]` rows cast (reset by every forward): a token casts only its own row.
+  // `weights_mm` runs decoding's linear products and keeps each weight packed from one token to
+  // the next (MatmulBf16::keep_weights), until a forward or a change of the weights.
   AlignedBuffer<bf16> wb16_;
   struct KeptInput {
     const float* src;
     size_t offset, n;
   };
   struct Bf16Work {
-    std::unique_ptr<MatmulBf16> mm;
+    std::unique_ptr<MatmulBf16> mm, weights_mm;
     AlignedBuffer<bf16> in, dout, att, ds, kept;
     AlignedBuffer<float> dp;
     std::vector<KeptInput> kept_at;
+    std::vector<int> kv_rows;
   };
   mutable Bf16Work b16_;
 };

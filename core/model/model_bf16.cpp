@@ -41,9 +41,10 @@ void Model::linear_fwd_bf16(float* out, const float* inp, const float* w, const 
                             int K, int O) const {
   const bf16* w16 = wb16_.data() + (w - w_.data());
   const bf16* x16 = input_bf16(inp, size_t(N) * K);
+  MatmulBf16& mm = decoding_ ? *b16_.weights_mm : *b16_.mm;
   traced_as(product_name(profile_, "linear_forward_bf16", N, K, O), "linear_forward_bf16",
             {out, x16, w16, b}, {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}},
-            [&] { linear_forward_bf16(*b16_.mm, out, x16, w16, b, N, K, O); });
+            [&] { linear_forward_bf16(mm, out, x16, w16, b, N, K, O); });
 }
 
 void Model::linear_bwd_bf16(float* dinp, float* dw, float* db, const float* dout, const float* inp,
@@ -86,13 +87,18 @@ void Model::attention_bwd_bf16(float* dqkv, const float* dout, const float* qkv,
 }
 
 // Decoding is never dumped (a dump records training steps); its time goes to the profile.
-void Model::attention_decode_bf16_fwd(float* out, const float* qkv, int pos) const {
+// The rows cast once stay cast: rounding is element by element, so a row cast at an earlier token
+// has the bits it would have now. Casting the whole cache at every token cost about as much as
+// the attention itself at a long context.
+void Model::attention_decode_bf16_fwd(float* out, const float* qkv, int l, int pos) const {
   const int C = cfg_.channels, NH = cfg_.heads;
-  const size_t rows = size_t(pos) + 1;
+  const size_t row = 3 * size_t(C);
   ProfileScope timer(profile_, "attention_decode_bf16");
-  bf16* q16 = b16_.in.data();
-  kt_.cast_f32_to_bf16(q16, qkv, rows * 3 * C);
-  attention_decode_bf16(*b16_.mm, out, b16_.dp.data(), b16_.ds.data(), q16, pos, C, NH);
+  bf16* kv = b16_.kept.data() + size_t(l) * seq_ * row;
+  int& cast = b16_.kv_rows[size_t(l)];
+  kt_.cast_f32_to_bf16(kv + cast * row, qkv + cast * row, size_t(pos + 1 - cast) * row);
+  cast = pos + 1;
+  attention_decode_bf16(*b16_.mm, out, b16_.dp.data(), b16_.ds.data(), kv, pos, C, NH);
 }
 
 }  // namespace reftrain

@@ -284,6 +284,56 @@ TEST(Bf16Matmul, FewRowProductsEqualReference) {
   }
 }
 
+// keep_weights (decoding's engine): the rows against a kept weight [N,K] have the reference's
+// bits at every call, on every path and thread count; the kept panels are what is read (a weight
+// changed without forget_weights() still gives the old weight's product on the paths that keep
+// it, the emulation's and VDPBF16PS's); after forget_weights() the new weight's.
+TEST(Bf16Matmul, KeptWeightsEqualReferenceUntilForgotten) {
+  std::mt19937 rng(33);
+  const int N = 200, K = 100;
+  std::vector<bf16> w = random_bf16(size_t(N) * K, rng);
+  const std::vector<bf16> w_old = w, w_new = random_bf16(w.size(), rng);
+  std::vector<float> bias(N);
+  for (float& x : bias) x = std::normal_distribution<float>()(rng);
+  auto product = [&](MatmulBf16& mm, const std::vector<bf16>& x, int M) {
+    std::vector<float> c(size_t(M) * N);
+    mm.run({M, N, K, x.data(), Trans::kNo, size_t(K), w.data(), Trans::kYes, size_t(K), c.data(),
+            size_t(N), false, bias.data()});
+    return c;
+  };
+  auto expect = [&](const std::vector<float>& got, const std::vector<bf16>& x, int M,
+                    const std::vector<bf16>& weight, const std::string& what) {
+    std::vector<bf16> saved = w;
+    w = weight;
+    MatmulBf16 reference(Bf16Path::kReference, 1);
+    const std::vector<float> ref = product(reference, x, M);
+    w = saved;
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(ref[i])) << what << " at " << i;
+  };
+  for (Bf16Path p : kFastPaths) {
+    if (!bf16_path_available(p)) continue;
+    for (int threads : {1, 2, 3}) {
+      const std::string name =
+          std::string(bf16_path_name(p)) + " threads " + std::to_string(threads);
+      MatmulBf16 mm(p, threads);
+      mm.keep_weights(true);
+      w = w_old;
+      for (int call = 0; call < 3; ++call) {
+        const int M = 1 + call % kRowsPathMax;
+        const std::vector<bf16> x = random_bf16(size_t(M) * K, rng);
+        expect(product(mm, x, M), x, M, w_old, name + " call " + std::to_string(call));
+      }
+      w = w_new;  // not forgotten: the path that keeps it still reads the old panels
+      const std::vector<bf16> x = random_bf16(K, rng);
+      const bool kept = p == Bf16Path::kEmulated || p == Bf16Path::kDpbf16;
+      expect(product(mm, x, 1), x, 1, kept ? w_old : w_new, name + " unforgotten");
+      mm.forget_weights();
+      expect(product(mm, x, 1), x, 1, w_new, name + " forgotten");
+    }
+  }
+}
+
 // The causal products (the attention's): every path skips the declared +0 blocks and unwanted
 // tiles and still gives the reference's bits, for square and ragged shapes, either layout of A.
 TEST(Bf16Matmul, CausalProductsEqualReference) {
