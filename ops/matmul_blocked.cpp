@@ -132,42 +132,25 @@ void pack_b_transposed(T* panel, const Gemm<T, BT>& g, int p0, int kc, int jb, i
   }
 }
 
-// One micro-panel of a transposed op(B): columns [jb, jb + w) over [p0, p0 + kc), element
-// (p, jb + jj) at panel[p·NR + jj]; columns past w are zero.
+// One micro-panel of op(B): columns [jb, jb + w) over [p0, p0 + kc), element (p, jb + jj) at
+// panel[p·NR + jj]; columns past w are zero.
 template <typename T, typename BT>
 void pack_b_panel(T* panel, const Gemm<T, BT>& g, int p0, int kc, int jb, int w) {
   constexpr int NR = Blocking<T>::kNR;
-  pack_b_transposed(panel, g, p0, kc, jb, w);
+  if (g.tb == Trans::kNo) {
+    const BT* src = g.b + size_t(p0) * g.ldb + jb;
+    for (int p = 0; p < kc; ++p, src += g.ldb) {
+      if (w == NR) {
+        widen_copy_row<NR>(panel + p * NR, src);
+      } else {
+        widen_copy(panel + p * NR, src, w);
+      }
+    }
+  } else {
+    pack_b_transposed(panel, g, p0, kc, jb, w);
+  }
   if (w < NR) {
     for (int p = 0; p < kc; ++p) std::fill(panel + p * NR + w, panel + (p + 1) * NR, T(0));
-  }
-}
-
-// Rows [pb, pe) of one block of an untransposed op(B) (K × N row-major: the weight of a
-// backward-data product): the block's columns [jc, jc + nc) over [p0, p0 + kc) in pack_b_panel's
-// layout, element (p, jc + j) at block[(j / NR)·NR·kc + p·NR + j % NR], columns past nc zero.
-// Each row is read once from start to end, the row kPrefetchRows further on fetched meanwhile,
-// and copied into every micro-panel. Packing one micro-panel at a time read one cache line from
-// each of kc rows a row stride apart; gpt2's M = 256 backward-data products, where that packing
-// took 10 % of the time on the AVX2 path, ran 0-6 % faster this way (bench/RESULTS.md, issue 32).
-constexpr int kPrefetchRows = 4;
-
-template <typename T, typename BT>
-void pack_b_rows(T* block, const Gemm<T, BT>& g, int p0, int kc, int jc, int nc, int pb, int pe) {
-  constexpr int NR = Blocking<T>::kNR;
-  for (int p = pb; p < pe; ++p) {
-    const BT* src = g.b + size_t(p0 + p) * g.ldb + jc;
-    const BT* ahead = src + size_t(kPrefetchRows) * g.ldb;
-    T* dst = block + size_t(p) * NR;
-    int j = 0;
-    for (; j + NR <= nc; j += NR) {
-      if (p + kPrefetchRows < kc) __builtin_prefetch(ahead + j);
-      widen_copy_row<NR>(dst + size_t(j) * kc, src + j);
-    }
-    if (j < nc) {
-      widen_copy(dst + size_t(j) * kc, src + j, nc - j);
-      std::fill(dst + size_t(j) * kc + (nc - j), dst + size_t(j) * kc + NR, T(0));
-    }
   }
 }
 
@@ -275,26 +258,11 @@ T* block_slot(T* shared, int slot) {
 }
 
 // Packs blocks [first, last) into the shared buffer, block b at slot b - first, the threads
-// taking pieces as they come free: micro-panels of a transposed op(B), groups of kPackRows rows of
-// an untransposed one. Ends on the barrier of its `omp for`: no tile reads a block before all of
-// the phase is packed.
-constexpr int kPackRows = 16;
-
+// taking micro-panels as they come free. Ends on the barrier of its `omp for`: no tile reads a
+// block before all of the phase is packed.
 template <typename T, typename BT>
 void pack_phase(const Gemm<T, BT>& g, const BlockOrder<T>& order, T* shared, int first, int last) {
-  using Bk = Blocking<T>;
-  if (g.tb == Trans::kNo) {
-    constexpr int kGroups = (Bk::kKC + kPackRows - 1) / kPackRows;
-#pragma omp for schedule(dynamic, 4)
-    for (int t = 0; t < (last - first) * kGroups; ++t) {
-      const int b = first + t / kGroups, pb = t % kGroups * kPackRows, kc = order.kc(b);
-      if (pb >= kc) continue;
-      pack_b_rows(block_slot(shared, b - first), g, order.pc(b), kc, order.jc(b), order.nc(b), pb,
-                  std::min(kc, pb + kPackRows));
-    }
-    return;
-  }
-  constexpr int NR = Bk::kNR, kPanels = Bk::kNC / NR;
+  constexpr int NR = Blocking<T>::kNR, kPanels = Blocking<T>::kNC / NR;
 #pragma omp for schedule(dynamic, 4)
   for (int t = 0; t < (last - first) * kPanels; ++t) {
     const int b = first + t / kPanels, jr = t % kPanels * NR, kc = order.kc(b);
