@@ -100,6 +100,19 @@ MatmulBf16::MatmulBf16(Bf16Path path, int threads)
   }
 }
 
+size_t MatmulBf16::kept_weight_bytes(Bf16Path path, int N, int K) {
+  if (path != Bf16Path::kEmulated && path != Bf16Path::kDpbf16) return 0;
+  constexpr int NR = dot::kPairNR;
+  const size_t bpanel = size_t(blocks_of(K)) * dot::kWordsPerBlock * NR;
+  return size_t(simd::round_up(N, NR) / NR) * bpanel * sizeof(uint32_t);
+}
+
+size_t MatmulBf16::kept_bytes() const {
+  size_t bytes = 0;
+  for (const KeptB& k : kept_) bytes += k.words.size() * sizeof(uint32_t);
+  return bytes;
+}
+
 void MatmulBf16::forget_weights() {
   for (KeptB& k : kept_) k.valid = false;
 }
@@ -119,7 +132,7 @@ void MatmulBf16::run(const GemmBf16& g) {
       return gemm_bf16_reference(g, threads_);
     case Bf16Path::kEmulated:
       return g.M <= kRowsPathMax ? run_rows(g) : run_pairs(g);
-    case Bf16Path::kDpbf16:
+    case Bf16Path::kDpbf16:  // (kept_weight_bytes follows which paths keep)
       return keep_ && g.M <= kRowsPathMax && g.tb == Trans::kYes ? run_rows(g) : run_pairs(g);
     case Bf16Path::kAmx:
       return run_amx(g);

@@ -109,6 +109,11 @@ class MatmulBf16 {
   // have. The paths that do not take the few-rows path ignore it.
   void keep_weights(bool on) { keep_ = on; }
   void forget_weights();
+  // Bytes an engine of `path` with keep_weights on keeps for a weight of N × K (as op(B),
+  // transposed): its panels, padded; 0 on the paths that keep none.
+  static size_t kept_weight_bytes(Bf16Path path, int N, int K);
+  // Bytes this engine keeps now (valid or not: the memory stays).
+  size_t kept_bytes() const;
 
  private:
   void run_rows(const GemmBf16& g);

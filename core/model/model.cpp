@@ -6,6 +6,8 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/base/rng.h"
 #include "core/model/gpt2.h"
@@ -315,6 +317,22 @@ size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, in
   const size_t halves = N * (widest_input(cfg) + widest_output(cfg)) + bf16_kept_inputs(cfg, N) +
                         size_t(B) * cfg.heads * TT + threads * TT;
   return halves * sizeof(bf16) + threads * TT * sizeof(float);
+}
+
+size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels) {
+  if (precision != Precision::kBf16) return 0;
+  const Bf16Path path = kernel_table(kernels).bf16;
+  const int C = cfg.channels, F = mlp_width(cfg);
+  // [O, K] of each layer's products (as the families' layer_decode runs them)
+  const std::vector<std::pair<int, int>> layer =
+      cfg.arch == Arch::kLlama
+          ? std::vector<std::pair<int, int>>{{C, C}, {C, C}, {C, C}, {C, C}, {F, C}, {F, C}, {C, F}}
+          : std::vector<std::pair<int, int>>{{3 * C, C}, {C, C}, {F, C}, {C, F}};
+  size_t bytes = MatmulBf16::kept_weight_bytes(path, cfg.padded_vocab, C);  // the lm_head
+  for (const auto& [O, K] : layer) {
+    bytes += size_t(cfg.layers) * MatmulBf16::kept_weight_bytes(path, O, K);
+  }
+  return bytes;
 }
 
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul,

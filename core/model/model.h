@@ -85,6 +85,9 @@ class Model {
   const float* decode(int32_t token);
   // Positions in the cache: 0 after any forward other than prefill.
   int cached() const { return cached_; }
+  // Bytes of weights decoding keeps packed now (bf16 precision; bf16_decode_weight_bytes once it
+  // has decoded a token), 0 when none.
+  size_t decode_weight_bytes() const { return b16_.weights_mm ? b16_.weights_mm->kept_bytes() : 0; }
   // T of the construction: the longest forward, and the cache's capacity.
   int seq() const { return seq_; }
   // Records every kernel call of the following forward() and backward() into `dump` (null:
@@ -269,6 +272,10 @@ size_t activation_floats(const ModelConfig& cfg, int B, int T,
 // Bytes of the bf16 operand copies (and the attention's scratch) a model of `cfg` allocates at
 // (B, T) in bf16 precision, besides its bf16 mirror (0 in the other precisions).
 size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, int T);
+// Bytes of the weights decoding keeps packed (MatmulBf16::keep_weights) in bf16 precision on the
+// kernel column's path: every product weight of the layers and the lm_head; 0 in the other
+// precisions and on a path that keeps none. A run holds them from its first sampled token on.
+size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels);
 // Bytes of the matmul workspace a model of `cfg` allocates for products of `rows` rows (B·T),
 // per thread for the current omp_get_max_threads(); for eigen, with what Eigen allocates.
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul,

@@ -324,6 +324,7 @@ TEST(Bf16Matmul, KeptWeightsEqualReferenceUntilForgotten) {
         const std::vector<bf16> x = random_bf16(size_t(M) * K, rng);
         expect(product(mm, x, M), x, M, w_old, name + " call " + std::to_string(call));
       }
+      EXPECT_EQ(mm.kept_bytes(), MatmulBf16::kept_weight_bytes(p, N, K)) << name;
       w = w_new;  // not forgotten: the path that keeps it still reads the old panels
       const std::vector<bf16> x = random_bf16(K, rng);
       const bool kept = p == Bf16Path::kEmulated || p == Bf16Path::kDpbf16;

@@ -220,6 +220,10 @@ TEST_P(KvCacheLogits, AreTheBitsOfTheFullForwardsLastRow) {
     ASSERT_EQ(cached->cached(), n + 1);
   }
   EXPECT_THROW(cached->decode(1), std::logic_error);  // the cache is full
+  // what the memory estimate counts for decoding's kept weights is what it keeps
+  const KvCase& c = GetParam();
+  EXPECT_EQ(cached->decode_weight_bytes(),
+            bf16_decode_weight_bytes(cached->config(), c.precision, c.kernels));
 }
 
 // Generations that fit in the window (4 + 40 tokens, across the key tile boundary at 32): the
