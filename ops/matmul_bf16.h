@@ -83,9 +83,9 @@ void gemm_bf16_reference(const GemmBf16& g, int threads);
 // two rows 1.3-3.5× faster than the general path at 1 and 2 threads, but three or four no faster
 // at 2 threads. VDPBF16PS's general path, which does not widen, was as fast as it on one row at 2
 // threads, so that path takes the few-rows path only for a weight it keeps packed
-// (keep_weights), where no packing is left: bf16 decoding then ran 1.5× (1 thread) and 2.4× (2
-// threads) as many tokens a second on a Zen 4 (bench/RESULTS.md). AMX keeps its tiles (not
-// measured).
+// (keep_weights), where no packing is left: with that, baby's bf16 decoding ran 1.6× (1 thread)
+// and 2.0× (2 threads) as many tokens a second on a Zen 4 (bench/RESULTS.md). AMX keeps its tiles
+// (not measured).
 constexpr int kRowsPathMax = 2;
 
 // A fast path with its workspace (the packed panels), which grows to the largest product run
