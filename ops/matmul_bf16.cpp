@@ -70,6 +70,11 @@ int blocks_of(int K) {
   return (K + dot::kBlock - 1) / dot::kBlock;
 }
 
+// Words of one pair-packed panel of op(B) over kb blocks: kb·16 rows of kPairNR words.
+size_t pair_panel_words(int kb) {
+  return size_t(kb) * dot::kWordsPerBlock * dot::kPairNR;
+}
+
 constexpr int kChunkRows = 128;  // rows of A per unit of work: 128 × K bf16 stays in L2
 
 }  // namespace
@@ -103,8 +108,7 @@ MatmulBf16::MatmulBf16(Bf16Path path, int threads)
 size_t MatmulBf16::kept_weight_bytes(Bf16Path path, int N, int K) {
   if (path != Bf16Path::kEmulated && path != Bf16Path::kDpbf16) return 0;
   constexpr int NR = dot::kPairNR;
-  const size_t bpanel = size_t(blocks_of(K)) * dot::kWordsPerBlock * NR;
-  return size_t(simd::round_up(N, NR) / NR) * bpanel * sizeof(uint32_t);
+  return size_t(simd::round_up(N, NR) / NR) * pair_panel_words(blocks_of(K)) * sizeof(uint32_t);
 }
 
 size_t MatmulBf16::kept_bytes() const {
@@ -453,7 +457,7 @@ constexpr double kRowsThreadWork = 1 << 18;
 void MatmulBf16::run_rows(const GemmBf16& g) {
   constexpr int NR = dot::kPairNR;
   const int kb = blocks_of(g.K), panels = simd::round_up(g.N, NR) / NR;
-  const size_t bpanel = size_t(kb) * dot::kWordsPerBlock * NR, xrow = size_t(kb) * dot::kChainSteps;
+  const size_t bpanel = pair_panel_words(kb), xrow = size_t(kb) * dot::kChainSteps;
   const int threads =
       double(g.M) * g.N * g.K >= kRowsThreadWork ? std::max(1, std::min(threads_, panels)) : 1;
   uint32_t* scratch = reserve(pb_, size_t(threads) * bpanel);
@@ -550,7 +554,7 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
   const int MR = widened ? EMR : dot::kPairMR;
   const int kb = blocks_of(g.K), mp = simd::round_up(g.M, MR),
             panels = simd::round_up(g.N, NR) / NR;
-  const size_t arow = packed_row_elems(kb) / 2, bpanel = size_t(kb) * dot::kWordsPerBlock * NR;
+  const size_t arow = packed_row_elems(kb) / 2, bpanel = pair_panel_words(kb);
   reserve(pa_, size_t(simd::round_up(g.M, 16)) * arow);
   reserve(pb_, size_t(panels) * bpanel);
   if (widened) {

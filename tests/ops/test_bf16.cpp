@@ -249,10 +249,8 @@ void check_all_paths(const Bf16Shape& s, Trans ta, Trans tb, int init_kind, std:
 #endif
 }
 
-TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
-  std::mt19937 rng(29);
-  const std::vector<Bf16Shape> shapes = {{1, 1, 1},    {3, 5, 7},     {4, 32, 32},   {5, 33, 31},
-                                         {17, 40, 64}, {33, 65, 100}, {64, 96, 130}, {130, 50, 0}};
+// check_all_paths on each shape, with either layout of A and of B and each kind of init.
+void check_all_layouts(const std::vector<Bf16Shape>& shapes, std::mt19937& rng) {
   for (const Bf16Shape& s : shapes) {
     for (Trans ta : {Trans::kNo, Trans::kYes}) {
       for (Trans tb : {Trans::kNo, Trans::kYes}) {
@@ -260,6 +258,13 @@ TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
       }
     }
   }
+}
+
+TEST(Bf16Matmul, EveryPathEqualsReferenceBitForBit) {
+  std::mt19937 rng(29);
+  const std::vector<Bf16Shape> shapes = {{1, 1, 1},    {3, 5, 7},     {4, 32, 32},   {5, 33, 31},
+                                         {17, 40, 64}, {33, 65, 100}, {64, 96, 130}, {130, 50, 0}};
+  check_all_layouts(shapes, rng);
 }
 
 // On the emulated path, products of at most kRowsPathMax rows take their own path (decoding's):
@@ -275,13 +280,7 @@ TEST(Bf16Matmul, FewRowProductsEqualReference) {
                                          {kRowsPathMax, 257, 96},
                                          {1, 33, 0},
                                          {kRowsPathMax + 1, 65, 65}};
-  for (const Bf16Shape& s : shapes) {
-    for (Trans ta : {Trans::kNo, Trans::kYes}) {
-      for (Trans tb : {Trans::kNo, Trans::kYes}) {
-        for (int init = 0; init < 3; ++init) check_all_paths(s, ta, tb, init, rng);
-      }
-    }
-  }
+  check_all_layouts(shapes, rng);
 }
 
 // keep_weights (decoding's engine): the rows against a kept weight [N,K] have the reference's
