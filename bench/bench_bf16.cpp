@@ -7,11 +7,13 @@
 // autocast on the same shapes. Each shape also prints the best path's three products alone. On
 // an AVX512_BF16 build it first prints the two instruction rates bf16_best_path compares. Last,
 // the forward product of 1 to 8 rows against baby's weights (decoding's product) on the best
-// path: on the emulated one, rows up to kRowsPathMax take MatmulBf16's path for few rows, the
-// others the general path, whose time hardly grows with M below a tile's height, so the two
-// sides of the limit compare the paths.
+// path, twice: packing the weight at every call, and with keep_weights on (decoding's engine).
+// Rows up to kRowsPathMax take MatmulBf16's path for few rows (on every path where the weight is
+// kept, on the emulated one always), the others the general path, whose time hardly grows with M
+// below a tile's height, so the two sides of the limit compare the paths.
 //
 //   ./build/bench/bench_bf16 1 16        (thread counts)
+//   ./build/bench/bench_bf16 rows 1 16   (the few-rows products alone)
 #include <omp.h>
 
 #include <algorithm>
@@ -237,9 +239,9 @@ void run_shape(const Shape& s, int threads) {
 #endif
 }
 
-// Microseconds of out = x·wᵀ for M = 1..8 rows of x (the median of 7 runs of 20 calls each).
+// Microseconds of out = x·wᵀ for M = 1..8 rows of x (the median of 7 runs of 20 calls each),
+// packing the weight at every call and, with keep_weights on (decoding's engine), packing it once.
 void few_rows(int threads) {
-  MatmulBf16 mm(bf16_best_path(), threads);
   std::mt19937 rng(2);
   auto randv = [&](size_t n) { return random_floats(n, rng); };
   for (const auto& [N, K] : {std::pair{1152, 384}, {4096, 384}, {384, 1536}}) {
@@ -247,26 +249,35 @@ void few_rows(int threads) {
     std::vector<bf16> x16(x.size()), w16(w.size());
     cast_f32_to_bf16_fast(x16.data(), x.data(), x.size());
     cast_f32_to_bf16_fast(w16.data(), w.data(), w.size());
-    std::printf("rows N%-5d K%-5d threads %2d  %s (the emulated path's few-rows path: M <= %d):", N,
-                K, threads, bf16_path_name(mm.path()), kRowsPathMax);
-    for (int M = 1; M <= 8; ++M) {
-      const GemmBf16 g{M,          N,           K,         x16.data(), Trans::kNo, size_t(K),
-                       w16.data(), Trans::kYes, size_t(K), out.data(), size_t(N),  false};
-      const double ms = median_ms([&] {
-        for (int r = 0; r < 20; ++r) mm.run(g);
-      });
-      std::printf("  M%d %.0f us", M, ms * 1e3 / 20);
+    for (const bool kept : {false, true}) {
+      MatmulBf16 mm(bf16_best_path(), threads);
+      mm.keep_weights(kept);
+      std::printf("rows N%-5d K%-5d threads %2d  %s %s (the few-rows path: M <= %d):", N, K,
+                  threads, bf16_path_name(mm.path()), kept ? "kept  " : "packed", kRowsPathMax);
+      for (int M = 1; M <= 8; ++M) {
+        const GemmBf16 g{M,          N,           K,         x16.data(), Trans::kNo, size_t(K),
+                         w16.data(), Trans::kYes, size_t(K), out.data(), size_t(N),  false};
+        const double ms = median_ms([&] {
+          for (int r = 0; r < 20; ++r) mm.run(g);
+        });
+        std::printf("  M%d %.0f us", M, ms * 1e3 / 20);
+      }
+      std::printf("\n");
     }
-    std::printf("\n");
   }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  const bool rows_only = argc > 1 && std::strcmp(argv[1], "rows") == 0;
   std::vector<int> threads;
-  for (int i = 1; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
+  for (int i = rows_only ? 2 : 1; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
   if (threads.empty()) threads.push_back(omp_get_max_threads());
+  if (rows_only) {
+    for (int t : threads) few_rows(t);
+    return 0;
+  }
   const Shape shapes[] = {{"baby_qkv", 2048, 384, 1152},    {"baby_fc", 2048, 384, 1536},
                           {"baby_fcproj", 2048, 1536, 384}, {"gpt2_qkv", 4096, 768, 2304},
                           {"gpt2_fc", 4096, 768, 3072},     {"gpt2_fcproj", 4096, 3072, 768}};

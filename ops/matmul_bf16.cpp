@@ -131,14 +131,14 @@ std::vector<MatmulBf16>& MatmulBf16::single_thread_engines() {
 
 void MatmulBf16::run(const GemmBf16& g) {
   if (g.M <= 0 || g.N <= 0) return;
-  switch (path_) {
-    case Bf16Path::kReference:
+  switch (route(path_, keep_, g)) {
+    case Route::kReference:
       return gemm_bf16_reference(g, threads_);
-    case Bf16Path::kEmulated:
-      return g.M <= kRowsPathMax ? run_rows(g) : run_pairs(g);
-    case Bf16Path::kDpbf16:  // (kept_weight_bytes follows which paths keep)
-      return keep_ && g.M <= kRowsPathMax && g.tb == Trans::kYes ? run_rows(g) : run_pairs(g);
-    case Bf16Path::kAmx:
+    case Route::kRows:
+      return run_rows(g);
+    case Route::kPairs:
+      return run_pairs(g);
+    case Route::kAmx:
       return run_amx(g);
   }
 }
@@ -446,7 +446,100 @@ void chain_row(float* x, const GemmBf16& g, int i, int kb) {
 // costs more than it saves (the attention's per-head products while decoding).
 constexpr double kRowsThreadWork = 1 << 18;
 
+int rows_threads(const GemmBf16& g, int threads) {
+  const int panels = simd::round_up(g.N, dot::kPairNR) / dot::kPairNR;
+  return double(g.M) * g.N * g.K >= kRowsThreadWork ? std::max(1, std::min(threads, panels)) : 1;
+}
+
+// each thread's row of C on cache lines of its own (NR = 24 floats on AVX2 would share them)
+constexpr size_t kRowStride = size_t(simd::round_up(dot::kPairNR, 16));
+
 }  // namespace
+
+// Which of the engine's paths runs g: on the emulated path, the few-rows path takes every product
+// of at most kRowsPathMax rows; VDPBF16PS's general path, which does not widen, gives it only
+// those whose transposed op(B) is kept (kept_weight_bytes follows this); AMX keeps its tiles.
+MatmulBf16::Route MatmulBf16::route(Bf16Path path, bool keep, const GemmBf16& g) {
+  const bool few = g.M <= kRowsPathMax, kept = keep && few && g.tb == Trans::kYes;
+  switch (path) {
+    case Bf16Path::kReference:
+      return Route::kReference;
+    case Bf16Path::kEmulated:
+      return few ? Route::kRows : Route::kPairs;
+    case Bf16Path::kDpbf16:
+      return kept ? Route::kRows : Route::kPairs;
+    case Bf16Path::kAmx:
+      return Route::kAmx;
+  }
+  return Route::kReference;
+}
+
+MatmulBf16::Workspace MatmulBf16::workspace(Bf16Path path, int threads, bool keep,
+                                            const GemmBf16& g) {
+  Workspace w;
+  if (g.M <= 0 || g.N <= 0) return w;
+  const int kb = blocks_of(g.K);
+  const size_t inits = g.accumulate ? 0 : size_t(simd::round_up(g.N, dot::kAmxCols));
+  switch (route(path, keep, g)) {
+    case Route::kReference:
+      break;
+    case Route::kRows:
+      w.pb = size_t(rows_threads(g, threads)) * pair_panel_words(kb);
+      w.fa = size_t(g.M) * kb * dot::kChainSteps;
+      w.tiles = size_t(rows_threads(g, threads)) * kRowStride;
+      break;
+    case Route::kPairs: {
+      const bool widened = path == Bf16Path::kEmulated;
+      w.pa = size_t(simd::round_up(g.M, 16)) * (packed_row_elems(kb) / 2);
+      w.pb = size_t(simd::round_up(g.N, dot::kPairNR) / dot::kPairNR) * pair_panel_words(kb);
+      w.fa = widened ? 2 * w.pa : 0;
+      w.fb = widened ? 2 * w.pb : 0;
+      w.tiles = size_t(threads) * (widened ? dot::kEmulatedMR : dot::kPairMR) * dot::kPairNR;
+      w.inits = inits;
+      break;
+    }
+    case Route::kAmx: {
+      const size_t mp = simd::round_up(g.M, dot::kAmxRows), np = simd::round_up(g.N, dot::kAmxCols);
+      w.pa = amx_a_in_place(g) ? 0 : (mp * packed_row_elems(kb) + 1) / 2;  // bf16 pairs
+      w.pb = (np / 16 * size_t(kb) * 512 + 1) / 2;
+      w.tiles = size_t(threads) * dot::kAmxRows * dot::kAmxCols;
+      w.inits = inits;
+      break;
+    }
+  }
+  return w;
+}
+
+void MatmulBf16::Workspace::grow(const Workspace& w) {
+  pa = std::max(pa, w.pa);
+  pb = std::max(pb, w.pb);
+  fa = std::max(fa, w.fa);
+  fb = std::max(fb, w.fb);
+  tiles = std::max(tiles, w.tiles);
+  inits = std::max(inits, w.inits);
+}
+
+size_t MatmulBf16::Workspace::bytes() const {
+  return (pa + pb) * sizeof(uint32_t) + (fa + fb + tiles + inits) * sizeof(float);
+}
+
+size_t MatmulBf16::workspace_bytes() const {
+  size_t bytes =
+      Workspace{pa_.size(), pb_.size(), fa_.size(), fb_.size(), tiles_.size(), inits_.size()}
+          .bytes();
+  for (const MatmulBf16& e : singles_) bytes += e.workspace_bytes();
+  return bytes;
+}
+
+void MatmulBf16::reserve_workspace(const GemmBf16& g) {
+  const Workspace w = workspace(path_, threads_, keep_, g);
+  reserve(pa_, w.pa);
+  reserve(pb_, w.pb);
+  reserve(fa_, w.fa);
+  reserve(fb_, w.fb);
+  reserve(tiles_, w.tiles);
+  reserve(inits_, w.inits);
+}
 
 // The emulated path's products of at most kRowsPathMax rows (a decoding step's, one token): each
 // thread packs one panel of op(B) at a time into its own scratch, which stays in cache, and runs
@@ -458,13 +551,10 @@ void MatmulBf16::run_rows(const GemmBf16& g) {
   constexpr int NR = dot::kPairNR;
   const int kb = blocks_of(g.K), panels = simd::round_up(g.N, NR) / NR;
   const size_t bpanel = pair_panel_words(kb), xrow = size_t(kb) * dot::kChainSteps;
-  const int threads =
-      double(g.M) * g.N * g.K >= kRowsThreadWork ? std::max(1, std::min(threads_, panels)) : 1;
-  uint32_t* scratch = reserve(pb_, size_t(threads) * bpanel);
-  float* x = reserve(fa_, size_t(g.M) * xrow);
-  // each thread's row of C on cache lines of its own (NR = 24 floats on AVX2 would share them)
-  const size_t row_stride = size_t(simd::round_up(NR, 16));
-  float* rows = reserve(tiles_, size_t(threads) * row_stride);
+  const int threads = rows_threads(g, threads_);
+  reserve_workspace(g);
+  uint32_t* scratch = pb_.data();
+  float *x = fa_.data(), *rows = tiles_.data();
   for (int i = 0; i < g.M; ++i) chain_row(x + i * xrow, g, i, kb);
   const uint32_t* kept =
       keep_ && kb > 0 && g.tb == Trans::kYes ? kept_panels(g, kb, bpanel, panels) : nullptr;
@@ -472,7 +562,7 @@ void MatmulBf16::run_rows(const GemmBf16& g) {
   {
     const int t = omp_get_thread_num();
     uint32_t* scratch_panel = scratch + t * bpanel;
-    float* c = rows + t * row_stride;
+    float* c = rows + t * kRowStride;
     const simd::FlushDenormals mode;
 #pragma omp for schedule(static)
     for (int q = 0; q < panels; ++q) {
@@ -555,16 +645,9 @@ void MatmulBf16::run_pairs(const GemmBf16& g) {
   const int kb = blocks_of(g.K), mp = simd::round_up(g.M, MR),
             panels = simd::round_up(g.N, NR) / NR;
   const size_t arow = packed_row_elems(kb) / 2, bpanel = pair_panel_words(kb);
-  reserve(pa_, size_t(simd::round_up(g.M, 16)) * arow);
-  reserve(pb_, size_t(panels) * bpanel);
-  if (widened) {
-    reserve(fa_, 2 * size_t(simd::round_up(g.M, 16)) * arow);
-    reserve(fb_, 2 * size_t(panels) * bpanel);
-  }
-  float* tiles = reserve(tiles_, size_t(threads_) * MR * NR);
-  const float* row_init =
-      g.accumulate ? nullptr
-                   : row_of_inits(g, reserve(inits_, size_t(simd::round_up(g.N, dot::kAmxCols))));
+  reserve_workspace(g);
+  float* tiles = tiles_.data();
+  const float* row_init = g.accumulate ? nullptr : row_of_inits(g, inits_.data());
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, units = chunks * panels;
 #pragma omp parallel num_threads(threads_)
   {
@@ -625,10 +708,9 @@ void MatmulBf16::run_amx(const GemmBf16& g) {
   const size_t packed_lda = packed_row_elems(kb), panel = size_t(kb) * 512;
   const bool direct = amx_a_in_place(g);
   const size_t lda = direct ? g.lda : packed_lda;
-  reserve(pa_, direct ? 0 : (size_t(mp) * packed_lda + 1) / 2);
-  reserve(pb_, (size_t(np / 16) * panel + 1) / 2);
-  float* tiles = reserve(tiles_, size_t(threads_) * BR * BC);
-  const float* row_init = g.accumulate ? nullptr : row_of_inits(g, reserve(inits_, size_t(np)));
+  reserve_workspace(g);
+  float* tiles = tiles_.data();
+  const float* row_init = g.accumulate ? nullptr : row_of_inits(g, inits_.data());
   const int chunks = (mp + kChunkRows - 1) / kChunkRows, cols = np / BC, units = chunks * cols;
 #pragma omp parallel num_threads(threads_)
   {

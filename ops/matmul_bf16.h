@@ -114,8 +114,23 @@ class MatmulBf16 {
   static size_t kept_weight_bytes(Bf16Path path, int N, int K);
   // Bytes this engine keeps now (valid or not: the memory stays).
   size_t kept_bytes() const;
+  // The elements each workspace buffer grows to for one product of g's shape (its pointers are
+  // not read) on an engine of `path` with `threads` threads (as the constructor clamps them) and
+  // keep_weights `keep`. A buffer keeps its largest, so an engine's workspace is, buffer by
+  // buffer, the largest over the products it runs (grow): what estimate_memory counts.
+  struct Workspace {
+    size_t pa = 0, pb = 0, fa = 0, fb = 0, tiles = 0, inits = 0;
+    void grow(const Workspace& w);
+    size_t bytes() const;
+  };
+  static Workspace workspace(Bf16Path path, int threads, bool keep, const GemmBf16& g);
+  // Bytes of the workspace this engine and its single-thread engines hold now (not what it keeps).
+  size_t workspace_bytes() const;
 
  private:
+  enum class Route { kReference, kRows, kPairs, kAmx };
+  static Route route(Bf16Path path, bool keep, const GemmBf16& g);
+  void reserve_workspace(const GemmBf16& g);
   void run_rows(const GemmBf16& g);
   void run_pairs(const GemmBf16& g);
   void run_amx(const GemmBf16& g);

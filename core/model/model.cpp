@@ -319,20 +319,63 @@ size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, in
   return halves * sizeof(bf16) + threads * TT * sizeof(float);
 }
 
-size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels) {
-  if (precision != Precision::kBf16) return 0;
-  const Bf16Path path = kernel_table(kernels).bf16;
+namespace {
+
+// [O, K] of every linear product's weight: each layer's (as the families' layer_forward runs
+// them), once per layer, and the lm_head's.
+std::vector<std::pair<int, int>> linear_weights(const ModelConfig& cfg) {
   const int C = cfg.channels, F = mlp_width(cfg);
-  // [O, K] of each layer's products (as the families' layer_decode runs them)
   const std::vector<std::pair<int, int>> layer =
       cfg.arch == Arch::kLlama
           ? std::vector<std::pair<int, int>>{{C, C}, {C, C}, {C, C}, {C, C}, {F, C}, {F, C}, {C, F}}
           : std::vector<std::pair<int, int>>{{3 * C, C}, {C, C}, {F, C}, {C, F}};
-  size_t bytes = MatmulBf16::kept_weight_bytes(path, cfg.padded_vocab, C);  // the lm_head
-  for (const auto& [O, K] : layer) {
-    bytes += size_t(cfg.layers) * MatmulBf16::kept_weight_bytes(path, O, K);
-  }
+  std::vector<std::pair<int, int>> all;
+  for (int l = 0; l < cfg.layers; ++l) all.insert(all.end(), layer.begin(), layer.end());
+  all.emplace_back(cfg.padded_vocab, C);
+  return all;
+}
+
+// A product's shape as MatmulBf16::workspace reads it (no operands).
+GemmBf16 product(int M, int N, int K, Trans ta, Trans tb) {
+  GemmBf16 g;
+  g.M = M, g.N = N, g.K = K, g.ta = ta, g.tb = tb;
+  return g;
+}
+
+}  // namespace
+
+size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels) {
+  if (precision != Precision::kBf16) return 0;
+  const Bf16Path path = kernel_table(kernels).bf16;
+  size_t bytes = 0;
+  for (const auto& [O, K] : linear_weights(cfg)) bytes += MatmulBf16::kept_weight_bytes(path, O, K);
   return bytes;
+}
+
+size_t bf16_workspace_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels, int B,
+                            int T) {
+  if (precision != Precision::kBf16) return 0;
+  using W = MatmulBf16::Workspace;
+  const Bf16Path path = kernel_table(kernels).bf16;
+  const int threads = omp_get_max_threads(), N = B * T, hs = cfg.channels / cfg.heads;
+  const Trans no = Trans::kNo, yes = Trans::kYes;
+  W step, decode, head;  // the model's two engines, and one single-thread engine of the step's
+  for (const auto& [O, K] : linear_weights(cfg)) {  // forward, backward data, backward weight
+    for (const GemmBf16& g :
+         {product(N, O, K, no, yes), product(N, K, O, no, no), product(O, K, N, yes, no)}) {
+      step.grow(MatmulBf16::workspace(path, threads, false, g));
+    }
+    decode.grow(MatmulBf16::workspace(path, threads, true, product(1, O, K, no, yes)));
+  }
+  // a decoded token's attention, on the step's engine, against a full window
+  step.grow(MatmulBf16::workspace(path, threads, false, product(1, T, hs, no, yes)));
+  step.grow(MatmulBf16::workspace(path, threads, false, product(1, hs, T, no, no)));
+  // the heads' products in the attention's forward and backward (ops/attention_bf16.cpp)
+  for (const GemmBf16& g :
+       {product(T, T, hs, no, yes), product(T, hs, T, no, no), product(T, hs, T, yes, no)}) {
+    head.grow(MatmulBf16::workspace(path, 1, false, g));
+  }
+  return step.bytes() + decode.bytes() + size_t(threads) * head.bytes();
 }
 
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul,

@@ -88,6 +88,10 @@ class Model {
   // Bytes of weights decoding keeps packed now (bf16 precision; bf16_decode_weight_bytes once it
   // has decoded a token), 0 when none.
   size_t decode_weight_bytes() const { return b16_.weights_mm ? b16_.weights_mm->kept_bytes() : 0; }
+  // Bytes of the bf16 engines' workspaces now (what bf16_workspace_bytes estimates), 0 when none.
+  size_t engine_workspace_bytes() const {
+    return b16_.mm ? b16_.mm->workspace_bytes() + b16_.weights_mm->workspace_bytes() : 0;
+  }
   // T of the construction: the longest forward, and the cache's capacity.
   int seq() const { return seq_; }
   // Records every kernel call of the following forward() and backward() into `dump` (null:
@@ -276,6 +280,11 @@ size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, in
 // kernel column's path: every product weight of the layers and the lm_head; 0 in the other
 // precisions and on a path that keeps none. A run holds them from its first sampled token on.
 size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels);
+// Bytes of the bf16 engines' workspaces (MatmulBf16::workspace: the packed and widened panels)
+// after a training step at (B, T) and decoding on the kernel column's path: the step's engine,
+// its single-thread engines for the attention's heads, and decoding's; 0 in the other precisions.
+size_t bf16_workspace_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels, int B,
+                            int T);
 // Bytes of the matmul workspace a model of `cfg` allocates for products of `rows` rows (B·T),
 // per thread for the current omp_get_max_threads(); for eigen, with what Eigen allocates.
 size_t matmul_workspace_bytes(const ModelConfig& cfg, Precision precision, MatmulKind matmul,

@@ -47,7 +47,8 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, i
   // decoding keeps packed too (a run samples at its end).
   const size_t mirror = (t.precision != Precision::kFp32 ? layout.total() * 2 : 0) +
                         bf16_decode_weight_bytes(model, t.precision, t.kernels);
-  const size_t bf16 = bf16_operand_bytes(model, t.precision, t.batch, t.seq);
+  const size_t bf16 = bf16_operand_bytes(model, t.precision, t.batch, t.seq) +
+                      bf16_workspace_bytes(model, t.precision, t.kernels, t.batch, t.seq);
   // Rank 0's shard: the shards differ by less than one norm chunk.
   const ZeroShard shard = zero_shard(layout.wd_end(), layout.total(), 0, ranks);
   const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), shard.state);

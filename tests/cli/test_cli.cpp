@@ -466,7 +466,7 @@ TEST_F(CliTest, PeakMemoryMatchesEstimate) {
        {"--optimizer adamw --precision fp32", "--optimizer adamw --precision mixed",
         "--optimizer adamw8bit --precision fp32", "--optimizer adamw8bit --precision mixed",
         "--optimizer adamw --precision fp32 --attention materialised",
-        "--matmul eigen --precision mixed"}) {
+        "--matmul eigen --precision mixed", "--optimizer adamw --precision bf16"}) {
     SCOPED_TRACE(combo);
     const std::string trace = dir_.file("mem.jsonl");
     const CommandResult r =

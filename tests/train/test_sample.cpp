@@ -226,6 +226,30 @@ TEST_P(KvCacheLogits, AreTheBitsOfTheFullForwardsLastRow) {
             bf16_decode_weight_bytes(cached->config(), c.precision, c.kernels));
 }
 
+// What the memory estimate counts for the bf16 engines' workspaces is what a training step over
+// the whole window and decoding the whole window leave them holding. On more than one thread it
+// is an upper bound: a thread that the attention's dynamic schedule hands no head leaves its
+// single-thread engine empty.
+class KvCacheBf16Memory : public KvCacheTest {};
+TEST_P(KvCacheBf16Memory, EngineWorkspacesAreTheEstimate) {
+  const KvCase& c = GetParam();
+  std::unique_ptr<Model> m = kv_model(c);
+  std::vector<int32_t> tokens(kKvWindow), targets(kKvWindow);
+  for (int i = 0; i < kKvWindow; ++i) tokens[size_t(i)] = int32_t((i * 37 + 11) % 97);
+  for (int i = 0; i < kKvWindow; ++i) targets[size_t(i)] = tokens[size_t((i + 1) % kKvWindow)];
+  m->forward(tokens.data(), targets.data(), 1, kKvWindow);
+  m->backward();
+  m->prefill(tokens.data(), 3);
+  for (int n = 3; n < kKvWindow; ++n) m->decode(tokens[size_t(n)]);
+  const size_t estimate = bf16_workspace_bytes(m->config(), c.precision, c.kernels, 1, kKvWindow);
+  if (c.threads == 1) {
+    EXPECT_EQ(m->engine_workspace_bytes(), estimate);
+  } else {
+    EXPECT_LE(m->engine_workspace_bytes(), estimate);
+    EXPECT_GT(m->engine_workspace_bytes(), 0u);
+  }
+}
+
 // Generations that fit in the window (4 + 40 tokens, across the key tile boundary at 32): the
 // same text with the cache as without, greedy and drawn (top-k 5 at temperature 0.8, and all
 // tokens at temperature 1.3).
@@ -267,6 +291,15 @@ std::string kv_test_name(const ::testing::TestParamInfo<KvCase>& info) {
 }
 INSTANTIATE_TEST_SUITE_P(Models, KvCacheLogits, ::testing::ValuesIn(kv_cases(true)), kv_test_name);
 INSTANTIATE_TEST_SUITE_P(Models, KvCacheText, ::testing::ValuesIn(kv_cases(false)), kv_test_name);
+std::vector<KvCase> bf16_kv_cases() {
+  std::vector<KvCase> v;
+  for (const KvCase& c : kv_cases(true)) {
+    if (c.precision == Precision::kBf16) v.push_back(c);
+  }
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Models, KvCacheBf16Memory, ::testing::ValuesIn(bf16_kv_cases()),
+                         kv_test_name);
 
 // --- reftrain sample -----------------------------------------------------------------------------
 
