@@ -106,7 +106,7 @@ MatmulBf16::MatmulBf16(Bf16Path path, int threads)
 }
 
 size_t MatmulBf16::kept_weight_bytes(Bf16Path path, int N, int K) {
-  if (path != Bf16Path::kEmulated && path != Bf16Path::kDpbf16) return 0;
+  if (path == Bf16Path::kReference) return 0;
   constexpr int NR = dot::kPairNR;
   return size_t(simd::round_up(N, NR) / NR) * pair_panel_words(blocks_of(K)) * sizeof(uint32_t);
 }
@@ -358,10 +358,10 @@ void pack_pair_panel(uint32_t* panel, const GemmBf16& g, int q, int kb) {
 // ascending (k = 0 and 2, 1 and 3, 4 and 6, ..): each row of B is then read as one run, not as
 // a cache line per panel and block, which waited on memory (a weight gradient's B is the layer
 // input, 2,048+ rows). Bf16 weight gradients took about 0.94x their time on Zen 4.
-void pack_pair_panels_across(uint32_t* pb, size_t bpanel, const GemmBf16& g, int q0, int q1,
-                             int kb) {
+void pack_pair_panels_across(uint32_t* pb, size_t bpanel, const GemmBf16& g, int q0, int q1, int kb,
+                             int blk0 = 0) {
   constexpr int NR = dot::kPairNR;
-  for (int blk = 0; blk < kb; ++blk) {
+  for (int blk = blk0; blk < kb; ++blk) {
     for (int i = 0; i < dot::kWordsPerBlock; ++i) {
       const int r = i / 2 + (i % 2) * 8;  // words 0, 8, 1, 9, ..: rows k = 0, 2, 1, 3, 4, 6, ..
       const size_t row = (size_t(blk) * dot::kWordsPerBlock + r) * NR;
@@ -457,10 +457,10 @@ constexpr size_t kRowStride = size_t(simd::round_up(dot::kPairNR, 16));
 }  // namespace
 
 // Which of the engine's paths runs g: on the emulated path, the few-rows path takes every product
-// of at most kRowsPathMax rows; VDPBF16PS's general path, which does not widen, gives it only
-// those whose transposed op(B) is kept (kept_weight_bytes follows this); AMX keeps its tiles.
+// of at most kRowsPathMax rows; VDPBF16PS's and AMX's general paths, which do not widen, give it
+// only those whose op(B) is kept (kept_weight_bytes follows this).
 MatmulBf16::Route MatmulBf16::route(Bf16Path path, bool keep, const GemmBf16& g) {
-  const bool few = g.M <= kRowsPathMax, kept = keep && few && g.tb == Trans::kYes;
+  const bool few = g.M <= kRowsPathMax, kept = keep && few;
   switch (path) {
     case Bf16Path::kReference:
       return Route::kReference;
@@ -469,7 +469,7 @@ MatmulBf16::Route MatmulBf16::route(Bf16Path path, bool keep, const GemmBf16& g)
     case Bf16Path::kDpbf16:
       return kept ? Route::kRows : Route::kPairs;
     case Bf16Path::kAmx:
-      return Route::kAmx;
+      return kept ? Route::kRows : Route::kAmx;
   }
   return Route::kReference;
 }
@@ -556,8 +556,7 @@ void MatmulBf16::run_rows(const GemmBf16& g) {
   uint32_t* scratch = pb_.data();
   float *x = fa_.data(), *rows = tiles_.data();
   for (int i = 0; i < g.M; ++i) chain_row(x + i * xrow, g, i, kb);
-  const uint32_t* kept =
-      keep_ && kb > 0 && g.tb == Trans::kYes ? kept_panels(g, kb, bpanel, panels) : nullptr;
+  const uint32_t* kept = keep_ && kb > 0 ? kept_panels(g, kb, bpanel, panels) : nullptr;
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
@@ -569,7 +568,7 @@ void MatmulBf16::run_rows(const GemmBf16& g) {
       const int j0 = q * NR, w = std::min(NR, g.N - j0);
       const uint32_t* panel = kept ? kept + q * bpanel : scratch_panel;
       if (!kept && kb > 0 && g.tb == Trans::kYes) pack_pair_panel(scratch_panel, g, q, kb);
-      if (kb > 0 && g.tb == Trans::kNo) {
+      if (!kept && kb > 0 && g.tb == Trans::kNo) {
         pack_pair_panels_across(scratch_panel, bpanel, g, q, q + 1, kb);
       }
       for (int i = 0; i < g.M; ++i) {
@@ -581,19 +580,34 @@ void MatmulBf16::run_rows(const GemmBf16& g) {
   }
 }
 
-// keep_weights: B's panels as run_rows reads them, packed by all the engine's threads at the
-// first product with this B since forget_weights(), then read as they are.
+// keep_weights: B's panels as run_rows reads them, packed by the engine's threads at the first
+// product with this B since forget_weights() and then read as they are. A kept B may have grown
+// since by rows of op(B) (a cache's keys, N) or by k (its values, K): what was packed stays, and
+// only the panels (keys) or the last block (values) that the new rows reach are packed again; a
+// new block of values changes the panels' stride, so it packs them all (once every 32 tokens).
 const uint32_t* MatmulBf16::kept_panels(const GemmBf16& g, int kb, size_t bpanel, int panels) {
-  auto same = [&](const KeptB& k) {
-    return k.b == g.b && k.N == g.N && k.K == g.K && k.ldb == g.ldb;
-  };
+  auto same = [&](const KeptB& k) { return k.b == g.b && k.ldb == g.ldb && k.tb == g.tb; };
   auto it = std::find_if(kept_.begin(), kept_.end(), same);
-  if (it == kept_.end()) it = kept_.insert(kept_.end(), {g.b, g.N, g.K, g.ldb, false, {}});
-  if (it->valid) return it->words.data();
-  uint32_t* words = reserve(it->words, size_t(panels) * bpanel);
-#pragma omp parallel for num_threads(threads_) schedule(static)
-  for (int q = 0; q < panels; ++q) pack_pair_panel(words + q * bpanel, g, q, kb);
-  it->valid = true;
+  if (it == kept_.end()) it = kept_.insert(kept_.end(), {g.b, 0, 0, g.ldb, g.tb, false, {}});
+  KeptB& k = *it;
+  const bool keys = g.tb == Trans::kYes;
+  const bool grown = keys ? k.K == g.K && k.N <= g.N : k.N == g.N && k.K <= g.K;
+  int from = 0;  // the first panel (keys) or block (values) to pack
+  if (k.valid && grown && keys) from = k.N == g.N ? panels : k.N / dot::kPairNR;
+  if (k.valid && grown && !keys && blocks_of(k.K) == kb) from = k.K == g.K ? kb : k.K / dot::kBlock;
+  if (keys && k.words.size() < size_t(panels) * bpanel) {  // grow, keeping the packed panels
+    AlignedBuffer<uint32_t> words(size_t(panels) * bpanel);
+    std::copy(k.words.data(), k.words.data() + size_t(from) * bpanel, words.data());
+    k.words = std::move(words);
+  }
+  uint32_t* words = reserve(k.words, size_t(panels) * bpanel);
+  const int units = keys ? panels - from : (from < kb ? panels : 0);
+#pragma omp parallel for num_threads(std::max(1, std::min(threads_, units))) schedule(static)
+  for (int q = 0; q < units; ++q) {
+    if (keys) pack_pair_panel(words + size_t(from + q) * bpanel, g, from + q, kb);
+    if (!keys) pack_pair_panels_across(words + size_t(q) * bpanel, bpanel, g, q, q + 1, kb, from);
+  }
+  k.N = g.N, k.K = g.K, k.valid = true;
   return words;
 }
 

@@ -82,10 +82,10 @@ void gemm_bf16_reference(const GemmBf16& g, int threads);
 // own: each panel of op(B) packed as it is used (MatmulBf16::run_rows). On a Zen 4 it ran one or
 // two rows 1.3-3.5× faster than the general path at 1 and 2 threads, but three or four no faster
 // at 2 threads. VDPBF16PS's general path, which does not widen, was as fast as it on one row at 2
-// threads, so that path takes the few-rows path only for a weight it keeps packed
+// threads, so that path takes the few-rows path only for an op(B) it keeps packed
 // (keep_weights), where no packing is left: with that, baby's bf16 decoding ran 1.6× (1 thread)
-// and 2.0× (2 threads) as many tokens a second on a Zen 4 (bench/RESULTS.md). AMX keeps its tiles
-// (not measured).
+// and 2.0× (2 threads) as many tokens a second on a Zen 4 (bench/RESULTS.md). AMX does the same
+// for the same reason (its general path packs op(B) at every call too); not yet measured there.
 constexpr int kRowsPathMax = 2;
 
 // A fast path with its workspace (the packed panels), which grows to the largest product run
@@ -102,15 +102,17 @@ class MatmulBf16 {
   // first call and kept, with their workspaces, so that later calls allocate nothing.
   std::vector<MatmulBf16>& single_thread_engines();
   // Decoding runs every weight over one row per token, and the weights do not change between
-  // tokens. With keep_weights on, the few-rows path keeps each transposed op(B) it packs (keyed by
-  // its address and shape) and, at the next product with that B, reads the kept panels instead
-  // of packing it again: the caller promises that B's bits have not changed. forget_weights()
-  // drops what is kept (the memory stays for the next), and must be called whenever they may
-  // have. The paths that do not take the few-rows path ignore it.
+  // tokens. With keep_weights on, the few-rows path keeps each op(B) it packs (keyed by its
+  // address, stride and layout) and, at the next product with that B, reads the kept panels
+  // instead of packing it again: the caller promises that B's bits have not changed. A kept B may
+  // have grown (a KV cache's keys by rows of op(B), its values by k): then the caller promises
+  // that the part packed before has not changed, and only the new part is packed. forget_weights()
+  // drops what is kept (the memory stays for the next), and must be called whenever the bits may
+  // have changed.
   void keep_weights(bool on) { keep_ = on; }
   void forget_weights();
-  // Bytes an engine of `path` with keep_weights on keeps for a weight of N × K (as op(B),
-  // transposed): its panels, padded; 0 on the paths that keep none.
+  // Bytes an engine of `path` with keep_weights on keeps for an op(B) of N × K (a weight, or a
+  // KV cache's keys or values at their full length): its panels, padded; 0 on the reference.
   static size_t kept_weight_bytes(Bf16Path path, int N, int K);
   // Bytes this engine keeps now (valid or not: the memory stays).
   size_t kept_bytes() const;
@@ -138,11 +140,13 @@ class MatmulBf16 {
   void widen_pairs(const GemmBf16& g, int kb, size_t arow, size_t bpanel);
   const bf16* pack_amx(const GemmBf16& g, int kb, size_t panel, bool in_place, size_t lda);
   const uint32_t* kept_panels(const GemmBf16& g, int kb, size_t bpanel, int panels);
-  // keep_weights: one transposed op(B) in run_rows's panels, valid until forget_weights()
+  // keep_weights: one op(B) in run_rows's panels (its N and K when packed), valid until
+  // forget_weights()
   struct KeptB {
     const bf16* b;
     int N, K;
     size_t ldb;
+    Trans tb;
     bool valid;
     AlignedBuffer<uint32_t> words;
   };

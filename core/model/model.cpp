@@ -344,12 +344,17 @@ GemmBf16 product(int M, int N, int K, Trans ta, Trans tb) {
 
 }  // namespace
 
-size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels) {
+size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels,
+                                int T) {
   if (precision != Precision::kBf16) return 0;
   const Bf16Path path = kernel_table(kernels).bf16;
+  const int hs = cfg.channels / cfg.heads;
   size_t bytes = 0;
   for (const auto& [O, K] : linear_weights(cfg)) bytes += MatmulBf16::kept_weight_bytes(path, O, K);
-  return bytes;
+  // each head's keys (T rows of hs) and values (hs columns over T) at a full window
+  const size_t kv =
+      MatmulBf16::kept_weight_bytes(path, T, hs) + MatmulBf16::kept_weight_bytes(path, hs, T);
+  return bytes + size_t(cfg.layers) * cfg.heads * kv;
 }
 
 size_t bf16_workspace_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels, int B,
@@ -367,9 +372,10 @@ size_t bf16_workspace_bytes(const ModelConfig& cfg, Precision precision, Kernels
     }
     decode.grow(MatmulBf16::workspace(path, threads, true, product(1, O, K, no, yes)));
   }
-  // a decoded token's attention, on the step's engine, against a full window
-  step.grow(MatmulBf16::workspace(path, threads, false, product(1, T, hs, no, yes)));
-  step.grow(MatmulBf16::workspace(path, threads, false, product(1, hs, T, no, no)));
+  // a decoded token's attention against a full window, on decoding's engine
+  for (const GemmBf16& g : {product(1, T, hs, no, yes), product(1, hs, T, no, no)}) {
+    decode.grow(MatmulBf16::workspace(path, threads, true, g));
+  }
   // the heads' products in the attention's forward and backward (ops/attention_bf16.cpp)
   for (const GemmBf16& g :
        {product(T, T, hs, no, yes), product(T, hs, T, no, no), product(T, hs, T, yes, no)}) {

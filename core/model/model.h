@@ -243,8 +243,9 @@ class Model {
   // without targets keeps nothing there, so decoding holds in `kept` each layer's bf16 rounding
   // of its qkv cache ([layers, seq, 3C], which fits: kept has room for 6C per token and layer),
   // its first `kv_rows[l]` rows cast (reset by every forward): a token casts only its own row.
-  // `weights_mm` runs decoding's linear products and keeps each weight packed from one token to
-  // the next (MatmulBf16::keep_weights), until a forward or a change of the weights.
+  // `weights_mm` runs decoding's products and keeps each weight and each head's keys and values
+  // in that cache packed from one token to the next (MatmulBf16::keep_weights: a token packs only
+  // its own key and value), until a forward or a change of the weights.
   AlignedBuffer<bf16> wb16_;
   struct KeptInput {
     const float* src;
@@ -276,10 +277,12 @@ size_t activation_floats(const ModelConfig& cfg, int B, int T,
 // Bytes of the bf16 operand copies (and the attention's scratch) a model of `cfg` allocates at
 // (B, T) in bf16 precision, besides its bf16 mirror (0 in the other precisions).
 size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, int T);
-// Bytes of the weights decoding keeps packed (MatmulBf16::keep_weights) in bf16 precision on the
-// kernel column's path: every product weight of the layers and the lm_head; 0 in the other
-// precisions and on a path that keeps none. A run holds them from its first sampled token on.
-size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels);
+// Bytes of what decoding keeps packed (MatmulBf16::keep_weights) in bf16 precision on the kernel
+// column's path: every product weight of the layers and the lm_head, and each head's keys and
+// values at a full window of T; 0 in the other precisions and on the reference. A run holds them
+// from its first sampled token on.
+size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels,
+                                int T);
 // Bytes of the bf16 engines' workspaces (MatmulBf16::workspace: the packed and widened panels)
 // after a training step at (B, T) and decoding on the kernel column's path: the step's engine,
 // its single-thread engines for the attention's heads, and decoding's; 0 in the other precisions.

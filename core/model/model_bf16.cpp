@@ -98,7 +98,7 @@ void Model::attention_decode_bf16_fwd(float* out, const float* qkv, int l, int p
   int& cast = b16_.kv_rows[size_t(l)];
   kt_.cast_f32_to_bf16(kv + cast * row, qkv + cast * row, size_t(pos + 1 - cast) * row);
   cast = pos + 1;
-  attention_decode_bf16(*b16_.mm, out, b16_.dp.data(), b16_.ds.data(), kv, pos, C, NH);
+  attention_decode_bf16(*b16_.weights_mm, out, b16_.dp.data(), b16_.ds.data(), kv, pos, C, NH);
 }
 
 }  // namespace reftrain

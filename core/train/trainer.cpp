@@ -46,7 +46,7 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, i
   // The f16 or bf16 weight mirror: two bytes per float of the mega-buffer; in bf16, the weights
   // decoding keeps packed too (a run samples at its end).
   const size_t mirror = (t.precision != Precision::kFp32 ? layout.total() * 2 : 0) +
-                        bf16_decode_weight_bytes(model, t.precision, t.kernels);
+                        bf16_decode_weight_bytes(model, t.precision, t.kernels, t.seq);
   const size_t bf16 = bf16_operand_bytes(model, t.precision, t.batch, t.seq) +
                       bf16_workspace_bytes(model, t.precision, t.kernels, t.batch, t.seq);
   // Rank 0's shard: the shards differ by less than one norm chunk.

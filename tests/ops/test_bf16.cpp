@@ -285,8 +285,8 @@ TEST(Bf16Matmul, FewRowProductsEqualReference) {
 
 // keep_weights (decoding's engine): the rows against a kept weight [N,K] have the reference's
 // bits at every call, on every path and thread count; the kept panels are what is read (a weight
-// changed without forget_weights() still gives the old weight's product on the paths that keep
-// it, the emulation's and VDPBF16PS's); after forget_weights() the new weight's.
+// changed without forget_weights() still gives the old weight's product); after forget_weights()
+// the new weight's.
 TEST(Bf16Matmul, KeptWeightsEqualReferenceUntilForgotten) {
   std::mt19937 rng(33);
   const int N = 200, K = 100;
@@ -324,12 +324,59 @@ TEST(Bf16Matmul, KeptWeightsEqualReferenceUntilForgotten) {
         expect(product(mm, x, M), x, M, w_old, name + " call " + std::to_string(call));
       }
       EXPECT_EQ(mm.kept_bytes(), MatmulBf16::kept_weight_bytes(p, N, K)) << name;
-      w = w_new;  // not forgotten: the path that keeps it still reads the old panels
+      w = w_new;  // not forgotten: the old panels are still read
       const std::vector<bf16> x = random_bf16(K, rng);
-      const bool kept = p == Bf16Path::kEmulated || p == Bf16Path::kDpbf16;
-      expect(product(mm, x, 1), x, 1, kept ? w_old : w_new, name + " unforgotten");
+      expect(product(mm, x, 1), x, 1, w_old, name + " unforgotten");
       mm.forget_weights();
       expect(product(mm, x, 1), x, 1, w_new, name + " forgotten");
+    }
+  }
+}
+
+// A KV cache kept by decoding's engine grows by a position a token: its keys as a transposed
+// op(B) that gains a row (N), its values as an untransposed op(B) that gains a k (K). Each of a
+// token's two products has the reference's bits on every path and thread count, across the
+// panels' and the blocks' boundaries, and again after forget_weights() (a prefill) from a later
+// start; at the full length the engine keeps what kept_weight_bytes says.
+TEST(Bf16Matmul, KeptCacheThatGrowsEqualsReference) {
+  std::mt19937 rng(34);
+  const int T = 70, hs = 12;
+  const size_t ld = 3 * size_t(hs);  // a [T, 3·hs] cache: the keys at hs, the values at 2·hs
+  const std::vector<bf16> cache = random_bf16(size_t(T) * ld, rng);
+  const bf16 *keys = cache.data() + hs, *values = cache.data() + 2 * hs;
+  MatmulBf16 reference(Bf16Path::kReference, 1);
+  auto same_bits = [&](MatmulBf16& mm, const GemmBf16& g, const std::string& what) {
+    std::vector<float> got(size_t(g.N)), ref(size_t(g.N));
+    GemmBf16 r = g;
+    mm.run((r.c = got.data(), r));
+    reference.run((r.c = ref.data(), r));
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_EQ(f32_bits(got[i]), f32_bits(ref[i])) << what << " at " << i;
+  };
+  for (Bf16Path p : kFastPaths) {
+    if (!bf16_path_available(p)) continue;
+    for (int threads : {1, 2, 3}) {
+      MatmulBf16 mm(p, threads);
+      mm.keep_weights(true);
+      for (const int start : {1, 6}) {
+        for (int n = start; n <= T; ++n) {
+          const std::string what = std::string(bf16_path_name(p)) + " threads " +
+                                   std::to_string(threads) + " n " + std::to_string(n);
+          const std::vector<bf16> q = random_bf16(size_t(hs), rng),
+                                  p16 = random_bf16(size_t(n), rng);
+          same_bits(mm,
+                    {1, n, hs, q.data(), Trans::kNo, size_t(hs), keys, Trans::kYes, ld, nullptr,
+                     size_t(n), false},
+                    what + " keys");
+          same_bits(mm,
+                    {1, hs, n, p16.data(), Trans::kNo, size_t(n), values, Trans::kNo, ld, nullptr,
+                     size_t(hs), false},
+                    what + " values");
+        }
+        EXPECT_EQ(mm.kept_bytes(), MatmulBf16::kept_weight_bytes(p, T, hs) +
+                                       MatmulBf16::kept_weight_bytes(p, hs, T));
+        mm.forget_weights();
+      }
     }
   }
 }

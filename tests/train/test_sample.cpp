@@ -223,7 +223,7 @@ TEST_P(KvCacheLogits, AreTheBitsOfTheFullForwardsLastRow) {
   // what the memory estimate counts for decoding's kept weights is what it keeps
   const KvCase& c = GetParam();
   EXPECT_EQ(cached->decode_weight_bytes(),
-            bf16_decode_weight_bytes(cached->config(), c.precision, c.kernels));
+            bf16_decode_weight_bytes(cached->config(), c.precision, c.kernels, kKvWindow));
 }
 
 // What the memory estimate counts for the bf16 engines' workspaces is what a training step over
