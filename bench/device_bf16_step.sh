@@ -2,11 +2,11 @@
 # bf16 on a machine without reftrain's build dependencies installed (the AMX Xeon of
 # bench/RESULTS.md, "Issue 29"), with them unpacked under .deps/device/root/usr: builds the tree
 # into /tmp/bd, then MODE=tests runs the kernel suites, the bf16 tests and the golden bytes at 16
-# and 1 threads; MODE=steps times whole baby B8 T256 steps, reftrain fp32 / bf16 against PyTorch
-# fp32 / autocast (bench/torch_step.py), alternating, ROUNDS rounds, at 1, 2 and 16 threads, and
-# writes bf16 profiles at 1 and 16 threads to $OUT. PRESET=gpt2-124m BATCH=4 SEQ=1024 runs
-# gpt2-124m on random GPT-2 tokens instead; SDPA=1 adds autocast with PyTorch's fused attention;
-# THREADS picks the thread counts (default 1 2 16).
+# and 1 threads (and the KV-cache tests: decoding runs the bf16 paths too); MODE=steps times whole
+# baby B8 T256 steps, reftrain fp32 / bf16 against PyTorch fp32 / autocast (bench/torch_step.py),
+# alternating, ROUNDS rounds, at 1, 2 and 16 threads, and writes bf16 profiles at 1 and 16 threads
+# to $OUT. PRESET=gpt2-124m BATCH=4 SEQ=1024 runs gpt2-124m on random GPT-2 tokens instead; SDPA=1
+# adds autocast with PyTorch's fused attention; THREADS picks the thread counts (default 1 2 16).
 set -uo pipefail
 P=$PWD/.deps/device/root/usr
 mkdir -p /usr/share/games && cp -r .deps/device/root/usr/share/games/fortunes /usr/share/games/
@@ -20,7 +20,7 @@ grep -o -w 'amx_bf16\|amx_tile\|avx512_bf16' /proc/cpuinfo | sort -u | tr '\n' '
 # Not the tests that run a Python script (PyTorch parity, the bf16 oracle, the replay behind
 # GoldenCli's AdamW8bit check): this build has REFTRAIN_TORCH_TESTS=OFF, so they fail here.
 F='*Bf16*:GoldenBytes*:*AdamW*:*Attention*:Cast*:*CrossEntropy*:*Linear*:*LlamaOps*:*Matmul*:*Ops*:*Rope*:*Simd*:GoldenKernels*:*KernelDump*:KernelsTable*'
-F+=':FirstWriter*-*Torch*:Bf16Oracle*:GoldenCli.*'
+F+=':FirstWriter*:Models/KvCache*-*Torch*:Bf16Oracle*:GoldenCli.*'
 if [ "${MODE:-tests}" = tests ]; then for t in 16 1; do
   (cd /tmp/bd/tests && OMP_NUM_THREADS=$t ./reftrain_tests --gtest_filter="$F" > $OUT/kt_$t.log 2>&1)
   echo "kernel tests, threads $t: rc=$? $(grep -E 'bf16 paths|^\[  PASSED  \]|^\[  FAILED  \]' $OUT/kt_$t.log | tr '\n' ' ')"
