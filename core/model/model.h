@@ -85,8 +85,8 @@ class Model {
   const float* decode(int32_t token);
   // Positions in the cache: 0 after any forward other than prefill.
   int cached() const { return cached_; }
-  // Bytes of weights decoding keeps packed now (bf16 precision; bf16_decode_weight_bytes once it
-  // has decoded a token), 0 when none.
+  // Bytes decoding keeps packed now, its weights, keys and values (bf16 precision;
+  // bf16_decode_weight_bytes once it has decoded a full window), 0 when none.
   size_t decode_weight_bytes() const { return b16_.weights_mm ? b16_.weights_mm->kept_bytes() : 0; }
   // Bytes of the bf16 engines' workspaces now (what bf16_workspace_bytes estimates), 0 when none.
   size_t engine_workspace_bytes() const {
