@@ -483,11 +483,13 @@ MatmulBf16::Workspace MatmulBf16::workspace(Bf16Path path, int threads, bool kee
   switch (route(path, keep, g)) {
     case Route::kReference:
       break;
-    case Route::kRows:
-      w.pb = size_t(rows_threads(g, threads)) * pair_panel_words(kb);
+    case Route::kRows: {
+      const size_t row_threads = size_t(rows_threads(g, threads));
+      w.pb = row_threads * pair_panel_words(kb);
       w.fa = size_t(g.M) * kb * dot::kChainSteps;
-      w.tiles = size_t(rows_threads(g, threads)) * kRowStride;
+      w.tiles = row_threads * kRowStride;
       break;
+    }
     case Route::kPairs: {
       const bool widened = path == Bf16Path::kEmulated;
       w.pa = size_t(simd::round_up(g.M, 16)) * (packed_row_elems(kb) / 2);
@@ -595,12 +597,12 @@ const uint32_t* MatmulBf16::kept_panels(const GemmBf16& g, int kb, size_t bpanel
   int from = 0;  // the first panel (keys) or block (values) to pack
   if (k.valid && grown && keys) from = k.N == g.N ? panels : k.N / dot::kPairNR;
   if (k.valid && grown && !keys && blocks_of(k.K) == kb) from = k.K == g.K ? kb : k.K / dot::kBlock;
-  if (keys && k.words.size() < size_t(panels) * bpanel) {  // grow, keeping the packed panels
+  if (k.words.size() < size_t(panels) * bpanel) {  // grow, keeping the keys' packed panels
     AlignedBuffer<uint32_t> words(size_t(panels) * bpanel);
-    std::copy(k.words.data(), k.words.data() + size_t(from) * bpanel, words.data());
+    if (keys) std::copy(k.words.data(), k.words.data() + size_t(from) * bpanel, words.data());
     k.words = std::move(words);
   }
-  uint32_t* words = reserve(k.words, size_t(panels) * bpanel);
+  uint32_t* words = k.words.data();
   const int units = keys ? panels - from : (from < kb ? panels : 0);
 #pragma omp parallel for num_threads(std::max(1, std::min(threads_, units))) schedule(static)
   for (int q = 0; q < units; ++q) {

@@ -43,8 +43,9 @@ void check_val_batches(const Dataset& data, const TrainConfig& train) {
 
 MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, int ranks) {
   const ParamLayout layout = param_layout(model);
-  // The f16 or bf16 weight mirror: two bytes per float of the mega-buffer; in bf16, the weights
-  // decoding keeps packed too (a run samples at its end).
+  // The f16 or bf16 weight mirror: two bytes per float of the mega-buffer; in bf16, what
+  // decoding keeps packed too, the weights and the cache's keys and values (a run samples at its
+  // end).
   const size_t mirror = (t.precision != Precision::kFp32 ? layout.total() * 2 : 0) +
                         bf16_decode_weight_bytes(model, t.precision, t.kernels, t.seq);
   const size_t bf16 = bf16_operand_bytes(model, t.precision, t.batch, t.seq) +

@@ -347,9 +347,11 @@ TEST(Bf16Matmul, KeptCacheThatGrowsEqualsReference) {
   MatmulBf16 reference(Bf16Path::kReference, 1);
   auto same_bits = [&](MatmulBf16& mm, const GemmBf16& g, const std::string& what) {
     std::vector<float> got(size_t(g.N)), ref(size_t(g.N));
-    GemmBf16 r = g;
-    mm.run((r.c = got.data(), r));
-    reference.run((r.c = ref.data(), r));
+    GemmBf16 into = g;
+    into.c = got.data();
+    mm.run(into);
+    into.c = ref.data();
+    reference.run(into);
     for (size_t i = 0; i < ref.size(); ++i)
       ASSERT_EQ(f32_bits(got[i]), f32_bits(ref[i])) << what << " at " << i;
   };
