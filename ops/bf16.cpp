@@ -32,6 +32,30 @@ bf16 f32_to_bf16(float x) {
   return bf16{uint16_t(r)};
 }
 
+uint32_t hash_mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= 0x7FEB352Du;
+  x ^= x >> 15;
+  x *= 0x846CA68Bu;
+  x ^= x >> 16;
+  return x;
+}
+
+uint32_t stochastic_noise(uint32_t seed, uint32_t step, uint32_t index) {
+  return hash_mix32(index ^ hash_mix32(step ^ hash_mix32(seed))) >> 16;
+}
+
+// The noise replaces f32_to_bf16's 0x7FFF + lsb: a carry out of the low 16 bits happens for
+// `low` of the 2^16 noise values. The magnitude bits take the carry (the sign bit cannot: a
+// non-NaN magnitude is at most 0x7F800000), so negative values round alike in magnitude.
+bf16 f32_to_bf16_stochastic(float x, uint32_t noise) {
+  const uint32_t u = bits_of(x);
+  if ((u & 0x7FFFFFFF) > 0x7F800000) return bf16{kBf16QuietNaN};
+  const uint32_t r = (u + (noise & 0xFFFFu)) >> 16;
+  if ((r & 0x7F80) == 0) return bf16{uint16_t(r & 0x8000)};  // subnormal after rounding: ±0
+  return bf16{uint16_t(r)};
+}
+
 float bf16_to_f32(bf16 x) {
   return float_of(uint32_t(x.bits) << 16);
 }

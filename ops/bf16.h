@@ -30,6 +30,20 @@ float bf16_to_f32(bf16 x);
 
 void cast_f32_to_bf16(bf16* dst, const float* src, size_t n);
 void cast_bf16_to_f32(float* dst, const bf16* src, size_t n);
+
+// Stochastic rounding (the weights of --precision bf16-pure): x rounds up in magnitude with
+// probability (its low 16 bits) / 2^16, else down, so that the rounding is unbiased on average;
+// noise is 16 random bits, added to x's bits before they are cut. The other rules are
+// f32_to_bf16's: a bf16-subnormal result becomes ±0, any NaN 0x7FC0, a carry may reach ±Inf.
+// The noise is a hash of (seed, step, element index), never of a thread or a lane, so any split
+// of the work over threads, and a GPU's, gives the same bits:
+//   mix(x) = lowbias32 (x ^= x >> 16; x *= 0x7FEB352D; x ^= x >> 15; x *= 0x846CA68B; x ^= x >> 16)
+//   noise  = mix(index ^ mix(step ^ mix(seed))) >> 16
+// mix is a bijection of 32-bit words, so within a step no two indices share an input to the
+// last mix.
+uint32_t hash_mix32(uint32_t x);
+uint32_t stochastic_noise(uint32_t seed, uint32_t step, uint32_t index);
+bf16 f32_to_bf16_stochastic(float x, uint32_t noise);
 void cast_f32_to_bf16_fast(bf16* dst, const float* src, size_t n);
 void cast_bf16_to_f32_fast(float* dst, const bf16* src, size_t n);
 

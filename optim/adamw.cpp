@@ -188,6 +188,25 @@ void adamw_update_bf16_fast(float* w, float* g, float* m, float* v, bf16* wb16, 
   adamw_simd(w, g, m, v, wb16, n, make_coeffs(stats, hp, t));
 }
 
+void adamw_update_bf16_sr(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
+                          const GradStats& stats, const AdamWHyper& hp, int t, uint32_t seed,
+                          size_t first) {
+  const Coeffs c = make_coeffs(stats, hp, t);
+  const adamw_core::NoiseAt at{seed, uint32_t(t), first};
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) adamw_core::adamw_stochastic_element(w, g, m, v, wb16, i, c, at);
+}
+
+void adamw_update_bf16_sr_fast(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
+                               const GradStats& stats, const AdamWHyper& hp, int t, uint32_t seed,
+                               size_t first) {
+  const Coeffs c = make_coeffs(stats, hp, t);
+  const adamw_core::NoiseAt at{seed, uint32_t(t), first};
+  simd::parallel_blocks(n, kBlock, [&](size_t begin, size_t end) {
+    adamw_core::adamw_stochastic_range(w, g, m, v, wb16, begin, end, c, at);
+  });
+}
+
 #pragma GCC diagnostic pop
 
 // ---- the records -----------------------------------------------------------------------

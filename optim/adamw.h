@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "ops/bf16.h"
 #include "ops/cast.h"
@@ -82,5 +83,21 @@ void adamw_update_bf16(float* w, float* g, float* m, float* v, bf16* wb16, size_
 // mirror) split over OpenMP threads: bit-identical.
 void adamw_update_bf16_fast(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
                             const GradStats& stats, const AdamWHyper& hp, int t);
+
+// adamw_update, then the new weight rounded to bf16 stochastically (--precision bf16-pure, whose
+// weights are bf16 values only): per element i of the range, which is element first + i of the
+// mega-buffer,
+//   wb16 = bf16_stochastic(w, stochastic_noise(seed, t, first + i));  w = f32(wb16)
+// (ops/bf16.h: rounds up in magnitude with probability (w's low 16 bits)/2^16; the index taken
+// mod 2^32). So w is always the widening of the mirror, and the noise of an element depends on
+// the seed, the step and its place in the buffer alone.
+void adamw_update_bf16_sr(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
+                          const GradStats& stats, const AdamWHyper& hp, int t, uint32_t seed,
+                          size_t first);
+// Same as adamw_update_bf16_sr except xsimd batches (the noise hash and the rounding in integer
+// lanes) split over OpenMP threads: bit-identical.
+void adamw_update_bf16_sr_fast(float* w, float* g, float* m, float* v, bf16* wb16, size_t n,
+                               const GradStats& stats, const AdamWHyper& hp, int t, uint32_t seed,
+                               size_t first);
 
 }  // namespace reftrain

@@ -101,39 +101,104 @@ inline void mirror_batch(bf16* dst, const simd::Batch<float>& x) {
   simd::store_bf16(dst, x);
 }
 
+// The step's constants as batches, built once per range.
+struct Lanes {
+  using B = simd::Batch<float>;
+  explicit Lanes(const Coeffs& c)
+      : zero(0.0f),
+        clip(c.clip),
+        beta1(c.beta1),
+        one_minus_beta1(c.one_minus_beta1),
+        beta2(c.beta2),
+        one_minus_beta2(c.one_minus_beta2),
+        b1_corr(c.b1_corr),
+        b2_corr(c.b2_corr),
+        eps(c.eps),
+        lr(c.lr),
+        wd(c.wd) {}
+  B zero, clip, beta1, one_minus_beta1, beta2, one_minus_beta2, b1_corr, b2_corr, eps, lr, wd;
+};
+
+// adamw_element on the batch of elements from i, lane-wise: stores m and v, zeroes g, and
+// returns the new w (the caller stores it, or its rounding).
+inline simd::Batch<float> adamw_batch(const float* w, float* g, float* m, float* v, size_t i,
+                                      const Lanes& k) {
+  using B = simd::Batch<float>;
+  const B gi = B::load_unaligned(g + i);
+  const B mi = B::load_unaligned(m + i);
+  const B vi = B::load_unaligned(v + i);
+  const B wi = B::load_unaligned(w + i);
+  const B grad = xsimd::select(xsimd::isfinite(gi), gi * k.clip, k.zero);
+  const B m_new = k.beta1 * mi + k.one_minus_beta1 * grad;
+  const B v_new = k.beta2 * vi + k.one_minus_beta2 * grad * grad;
+  const B m_hat = m_new * k.b1_corr;
+  const B v_hat = v_new * k.b2_corr;
+  m_new.store_unaligned(m + i);
+  v_new.store_unaligned(v + i);
+  k.zero.store_unaligned(g + i);
+  return wi - k.lr * (m_hat / (xsimd::sqrt(v_hat) + k.eps) + k.wd * wi);
+}
+
 // Elements [begin, end) of one range: full xsimd batches, then the < lanes leftover elements
 // through adamw_element; unless M is NoMirror, the mirror (f16 or bf16) of each new weight too.
 template <typename M>
 inline void adamw_range(float* w, float* g, float* m, float* v, M* w16, size_t begin, size_t end,
                         const Coeffs& c) {
   constexpr bool kMirror = !std::is_same_v<M, NoMirror>;
-  using B = simd::Batch<float>;
-  constexpr size_t kLanes = B::size;
-  const B zero(0.0f), clip(c.clip), beta1(c.beta1), one_minus_beta1(c.one_minus_beta1),
-      beta2(c.beta2), one_minus_beta2(c.one_minus_beta2), b1_corr(c.b1_corr), b2_corr(c.b2_corr),
-      eps(c.eps), lr(c.lr), wd(c.wd);
+  constexpr size_t kLanes = simd::Batch<float>::size;
+  const Lanes k(c);
   size_t i = begin;
   for (; i + kLanes <= end; i += kLanes) {
-    const B gi = B::load_unaligned(g + i);
-    const B mi = B::load_unaligned(m + i);
-    const B vi = B::load_unaligned(v + i);
-    const B wi = B::load_unaligned(w + i);
-    const B grad = xsimd::select(xsimd::isfinite(gi), gi * clip, zero);
-    const B m_new = beta1 * mi + one_minus_beta1 * grad;
-    const B v_new = beta2 * vi + one_minus_beta2 * grad * grad;
-    const B m_hat = m_new * b1_corr;
-    const B v_hat = v_new * b2_corr;
-    const B w_new = wi - lr * (m_hat / (xsimd::sqrt(v_hat) + eps) + wd * wi);
+    const simd::Batch<float> w_new = adamw_batch(w, g, m, v, i, k);
     w_new.store_unaligned(w + i);
-    m_new.store_unaligned(m + i);
-    v_new.store_unaligned(v + i);
-    zero.store_unaligned(g + i);
     if constexpr (kMirror) mirror_batch(w16 + i, w_new);
   }
   for (; i < end; ++i) {
     const float w_new = adamw_element(w, g, m, v, i, c);
     if constexpr (kMirror) mirror_element(w16 + i, w_new);
   }
+}
+
+// Where the stochastic rounding's noise comes from: the run's seed and the step t, and the
+// mega-buffer index of the range's first element (so that a range's noise does not depend on
+// how the buffer is cut into ranges, shards or thread blocks).
+struct NoiseAt {
+  uint32_t seed, step;
+  size_t first;
+};
+
+// adamw_element, then its new weight rounded stochastically to bf16 (ops/bf16.h): the bits into
+// wb16[i], their widening into w[i].
+inline void adamw_stochastic_element(float* w, float* g, float* m, float* v, bf16* wb16, size_t i,
+                                     const Coeffs& c, const NoiseAt& at) {
+  const float w_new = adamw_element(w, g, m, v, i, c);
+  const uint32_t noise = stochastic_noise(at.seed, at.step, uint32_t(at.first + i));
+  wb16[i] = f32_to_bf16_stochastic(w_new, noise);
+  w[i] = bf16_to_f32(wb16[i]);
+}
+
+// Elements [begin, end) of one range as adamw_stochastic_element, a batch at a time: the hash's
+// first two mixes are the same for every element of a step, so they are done once.
+inline void adamw_stochastic_range(float* w, float* g, float* m, float* v, bf16* wb16, size_t begin,
+                                   size_t end, const Coeffs& c, const NoiseAt& at) {
+  using simd::U32;
+  constexpr size_t kLanes = simd::Batch<float>::size;
+  static_assert(U32::size == kLanes, "a float batch is one batch of u32 lanes");
+  const Lanes k(c);
+  const U32 key(hash_mix32(at.step ^ hash_mix32(at.seed)));
+  alignas(64) uint32_t lane[kLanes];
+  for (size_t l = 0; l < kLanes; ++l) lane[l] = uint32_t(l);
+  const U32 iota = U32::load_aligned(lane);
+  size_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    const U32 index = U32(uint32_t(at.first + i)) + iota;
+    const U32 noise = simd::hash_mix32_lanes(index ^ key) >> 16;
+    const U32 bits = simd::round_to_bf16_bits_stochastic(
+        xsimd::bitwise_cast<U32>(adamw_batch(w, g, m, v, i, k)), noise);
+    simd::store_low_halves(wb16 + i, bits);
+    xsimd::bitwise_cast<simd::Batch<float>>(bits << 16).store_unaligned(w + i);
+  }
+  for (; i < end; ++i) adamw_stochastic_element(w, g, m, v, wb16, i, c, at);
 }
 
 #pragma GCC diagnostic pop

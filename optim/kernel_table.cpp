@@ -96,6 +96,7 @@ KernelTable reference_kernels() {
   t.adamw_update = adamw_update;
   t.adamw_update_f16 = adamw_update_f16;
   t.adamw_update_bf16 = adamw_update_bf16;
+  t.adamw_update_bf16_sr = adamw_update_bf16_sr;
   t.adamw_8bit_update = adamw_8bit_update;
   return t;
 }
@@ -137,6 +138,7 @@ KernelTable fast_kernels(MatmulKind matmul, AttentionKind attention) {
   t.adamw_update = adamw_update_fast;
   t.adamw_update_f16 = adamw_update_f16_fast;
   t.adamw_update_bf16 = adamw_update_bf16_fast;
+  t.adamw_update_bf16_sr = adamw_update_bf16_sr_fast;
   t.adamw_8bit_update = adamw_8bit_update_fast;
   return t;
 }

@@ -44,17 +44,35 @@ constexpr size_t kBf16Lanes = U32::size;
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
-// The narrowing of one batch of f32 bit patterns to bf16 bit patterns (still in 32-bit lanes).
-inline U32 round_to_bf16_bits(const U32& u) {
+// The bf16 bits r = (u + carry) >> 16 of f32 bits u, given its rounding's carry, finished: a
+// subnormal result ±0, a NaN u the one quiet NaN.
+inline U32 finish_bf16_bits(const U32& u, const U32& r) {
   using I32 = Batch<int32_t>;
-  const U32 lsb = (u >> 16) & U32(1u);
-  const U32 r = (u + U32(0x7FFFu) + lsb) >> 16;
   const U32 flushed = xsimd::select((r & U32(0x7F80u)) == U32(0u), r & U32(0x8000u), r);
   // NaN: |u| above the infinity's bits. |u| < 2^31, so a signed compare orders it as an unsigned
   // one would (AVX2 has only signed compares; an unsigned one costs it five more instructions).
   const I32 abs = xsimd::bitwise_cast<I32>(u & U32(0x7FFFFFFFu));
   return xsimd::bitwise_cast<U32>(
       xsimd::select(abs > I32(0x7F800000), I32(0x7FC0), xsimd::bitwise_cast<I32>(flushed)));
+}
+
+// The narrowing of one batch of f32 bit patterns to bf16 bit patterns (still in 32-bit lanes).
+inline U32 round_to_bf16_bits(const U32& u) {
+  const U32 lsb = (u >> 16) & U32(1u);
+  return finish_bf16_bits(u, (u + U32(0x7FFFu) + lsb) >> 16);
+}
+
+// ops/bf16.h's stochastic rounding and its noise hash, lane by lane: the same integer operations.
+inline U32 hash_mix32_lanes(U32 x) {
+  x ^= x >> 16;
+  x *= U32(0x7FEB352Du);
+  x ^= x >> 15;
+  x *= U32(0x846CA68Bu);
+  x ^= x >> 16;
+  return x;
+}
+inline U32 round_to_bf16_bits_stochastic(const U32& u, const U32& noise) {
+  return finish_bf16_bits(u, (u + noise) >> 16);
 }
 
 // dst[0..kBf16Lanes) = the low 16 bits of each lane of r.
