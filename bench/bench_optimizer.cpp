@@ -8,7 +8,8 @@
 //   adamw_update           w, g, m, v r+w        32 B
 //   adamw_update_f16       + write w16           34 B
 //   adamw_update + cast    32 B, then read w and write w16 in a second pass: 32 + 6 = 38 B
-//   (the bf16 mirror's two variants move the same bytes: 34 B fused, 38 B with the cast pass)
+//   (the bf16 mirror's two variants move the same bytes: 34 B fused, 38 B with the cast pass;
+//   bf16-pure's stochastically rounded update 34 B too)
 //   reduce_norm_sq         read g                 4 B
 // Write-allocate: a store to a line not in cache first reads it (read-for-ownership), so the
 // triad's real traffic is 16 B per element, 4/3 of what STREAM's convention (used here) counts.
@@ -153,6 +154,19 @@ void BM_adamw_update_bf16_fast(benchmark::State& s) {
   set_rate(s, 34);
 }
 
+// bf16-pure's update: the same bytes as the bf16 mirror's, plus the noise hash (two integer
+// multiplies and shifts per element) and the stochastic rounding.
+void BM_adamw_update_bf16_sr_fast(benchmark::State& s) {
+  Buffers& x = buffers();
+  int t = 1;
+  for (auto _ : s) {
+    reftrain::adamw_update_bf16_sr_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(), x.wb16.get(),
+                                        kN, kStats, kHp, t++, 1234, 0);
+    benchmark::ClobberMemory();
+  }
+  set_rate(s, 34);
+}
+
 // What --precision bf16 ran before the AdamW kernel wrote the bf16 mirror itself.
 void BM_adamw_update_fast_then_bf16(benchmark::State& s) {
   Buffers& x = buffers();
@@ -212,6 +226,7 @@ REFTRAIN_BENCH(BM_adamw_update_fast);
 REFTRAIN_BENCH(BM_adamw_update_f16_fast);
 REFTRAIN_BENCH(BM_adamw_update_fast_then_cast);
 REFTRAIN_BENCH(BM_adamw_update_bf16_fast);
+REFTRAIN_BENCH(BM_adamw_update_bf16_sr_fast);
 REFTRAIN_BENCH(BM_adamw_update_fast_then_bf16);
 REFTRAIN_BENCH(BM_reduce_norm_sq_fast);
 REFTRAIN_BENCH(BM_adamw_update);

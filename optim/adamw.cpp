@@ -312,7 +312,28 @@ std::vector<KernelRecord> adamw_records() {
       "bit-identical";
   b.bench = "bench/bench_optimizer.cpp BM_adamw_update_bf16_fast, BM_adamw_update_fast_then_bf16";
   b.wgsl = "optimizer_bf16.wgsl";  // a module of its own, after prelude/bf16.wgsl
-  return {a, f, b};
+  KernelRecord s = b;
+  s.name = s.reference = "adamw_update_bf16_sr";
+  s.fast = "adamw_update_bf16_sr_fast";
+  s.math =
+      "adamw_update, then wb16 = bf16 of the new w rounded stochastically, noise = "
+      "mix(first + i ^ mix(t ^ mix(seed))) >> 16 (mix: lowbias32), and w = f32(wb16), in the "
+      "same pass (--precision bf16-pure)";
+  s.bindings = adamw_bindings("_sr");
+  s.bindings.back().wgsl = "t_sr";  // the noise needs the step itself, not only bias
+  s.bindings.push_back(record::out("wb16", "bf16", "[size]"));
+  s.bindings.back().wgsl = "dst_wb16_sr";
+  s.bindings.push_back(record::scalar("seed"));
+  s.bindings.back().wgsl = "seed_sr";
+  s.bindings.push_back(record::scalar("first"));
+  s.bindings.back().wgsl = "first_sr";
+  s.fast_how =
+      "as adamw_update_bf16_fast's, the noise hash and the rounding in integer lanes; "
+      "bit-identical";
+  s.tests = "tests/optim/test_adamw_sr.cpp, tests/optim/test_adamw_sr_oracle.cpp";
+  s.bench = "bench/bench_optimizer.cpp BM_adamw_update_bf16_sr_fast";
+  s.wgsl = "optimizer_bf16_sr.wgsl";
+  return {a, f, b, s};
 }
 
 }  // namespace reftrain

@@ -91,6 +91,7 @@ KernelTable reference_kernels() {
   t.residual_backward = residual_backward_reference;
   t.cast_f32_to_f16 = cast_f32_to_f16;
   t.cast_f32_to_bf16 = cast_f32_to_bf16;
+  t.cast_bf16_to_f32 = cast_bf16_to_f32;
   t.reduce_norm_sq = reduce_norm_sq;
   t.norm_sq_partials = norm_sq_partials;
   t.adamw_update = adamw_update;
@@ -133,6 +134,7 @@ KernelTable fast_kernels(MatmulKind matmul, AttentionKind attention) {
   t.residual_backward = residual_backward_fast;
   t.cast_f32_to_f16 = cast_f32_to_f16_fast;
   t.cast_f32_to_bf16 = cast_f32_to_bf16_fast;
+  t.cast_bf16_to_f32 = cast_bf16_to_f32_fast;
   t.reduce_norm_sq = reduce_norm_sq_fast;
   t.norm_sq_partials = norm_sq_partials_fast;
   t.adamw_update = adamw_update_fast;

@@ -63,6 +63,7 @@ struct KernelTable {
   decltype(&residual_backward_fast) residual_backward;
   decltype(&cast_f32_to_f16_fast) cast_f32_to_f16;
   decltype(&cast_f32_to_bf16_fast) cast_f32_to_bf16;
+  decltype(&cast_bf16_to_f32_fast) cast_bf16_to_f32;
   decltype(&reduce_norm_sq_fast) reduce_norm_sq;
   decltype(&norm_sq_partials_fast) norm_sq_partials;
   decltype(&adamw_update_fast) adamw_update;

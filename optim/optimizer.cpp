@@ -103,6 +103,9 @@ void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, WeightMi
   const float grad_stats[2] = {stats.grad_norm, stats.clip};
   const size_t n = r.size;
   if (kind_ == Optimizer::kAdamW8bit) {
+    if (mirror.stochastic) {
+      throw std::logic_error("adamw8bit has no stochastically rounded update (bf16-pure)");
+    }
     const size_t first_block = quant_scale_index(r.begin, wd_end_) - first_scale();
     uint32_t *mc = m_codes_.data() + at / 4, *vc = v_codes_.data() + at / 4;
     float *ms = m_scales_.data() + first_block, *vs = v_scales_.data() + first_block;
@@ -112,7 +115,13 @@ void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, WeightMi
     return;
   }
   float *m = m_.data() + at, *v = v_.data() + at;
-  if (mirror.w16) {
+  if (mirror.stochastic) {
+    bf16* wb16 = mirror.wb16 + r.begin;
+    dump_call(dump_, "optim", "adamw_update_bf16_sr",
+              {w, g, m, v, grad_stats, nullptr, nullptr, nullptr, wb16}, {{"size", n}}, [&] {
+                kt_.adamw_update_bf16_sr(w, g, m, v, wb16, n, stats, hp, t, mirror.seed, r.begin);
+              });
+  } else if (mirror.w16) {
     f16* w16 = mirror.w16 + r.begin;
     dump_call(dump_, "optim", "adamw_update_f16",
               {w, g, m, v, grad_stats, nullptr, nullptr, nullptr, w16}, {{"size", n}},

@@ -5,10 +5,13 @@
 //   adamw,     fp32:   adamw_update
 //   adamw,     mixed:  adamw_update_f16 (the fp16 mirror written in the same pass)
 //   adamw,     bf16:   adamw_update_bf16 (the bf16 mirror written in the same pass)
+//   adamw,     bf16-pure: adamw_update_bf16_sr (the new weight rounded to bf16 stochastically,
+//                      into the mirror and back into w)
 //   adamw8bit, fp32:   adamw_8bit_update
 //   adamw8bit, mixed:  adamw_8bit_update, then a cast_f32_to_f16 pass (the GPU's 8-bit kernel
 //                      has no mirror binding)
 //   adamw8bit, bf16:   adamw_8bit_update, then a cast_f32_to_bf16 pass (likewise)
+//   adamw8bit, bf16-pure: not run (the run's options refuse it)
 // Either way the mirror has the same bits: a fused mirror rounds as the cast does.
 // Kernels::kFast runs each kernel's `_fast` version, kReference its plain scalar reference; the
 // two give the same bits (optim/adamw.h).
@@ -32,11 +35,21 @@ namespace reftrain {
 enum class Optimizer { kAdamW, kAdamW8bit };
 
 // The weights' forward mirror a step writes, over the whole mega-buffer: the fp16 one (mixed
-// precision), the bf16 one (bf16 precision), or none (fp32, both null). At most one is set.
+// precision), the bf16 one (bf16 and bf16-pure), or none (fp32, both null). At most one is set.
+// bf16-pure (stochastic): the weights are bf16 values only, so the step rounds each new weight
+// into wb16 stochastically (adamw_update_bf16_sr), its noise keyed by `seed`, and writes the
+// rounded value back into w.
 struct WeightMirror {
   f16* w16 = nullptr;
   bf16* wb16 = nullptr;
+  bool stochastic = false;
+  uint32_t seed = 0;
 };
+
+// The stochastic rounding's seed of a run: its 64-bit seed folded to 32 bits (low ^ high).
+inline uint32_t stochastic_seed(uint64_t seed) {
+  return uint32_t(seed) ^ uint32_t(seed >> 32);
+}
 
 // adamw8bit: fp32 scales per moment, one per 256-element block of the wd range, then of the
 // no-wd range (each range starts a block).

@@ -1,13 +1,13 @@
 // Golden fixtures of the optimizer: optim/adamw's (reduce_norm_sq, finalize_grad_stats,
-// adamw_update, adamw_update_f16, adamw_update_bf16) and optim/adamw8bit's (adamw_8bit_update), in
-// one file because they share the gradient and state drawing (make_grads, make_adamw_common), the
-// step's uniforms and the tolerances. Their bindings are the WGSL bind groups of
-// 12_optimizer.wgsl, in order (adamw_update_bf16, which the study lacks, binds adamw_update's and
-// then the bf16 mirror, as our twin tests/webgpu/kernels/optimizer_bf16.wgsl does); the
-// references are the plain-named kernels of optim/, which exist in float only (no float64
-// recomputation). The "nonfinite" case puts NaN and ±Inf into the gradients, which the kernels
-// must drop; WGSL lets an implementation assume no NaN or Inf exist, so a WebGPU twin may skip
-// that case.
+// adamw_update, adamw_update_f16, adamw_update_bf16, adamw_update_bf16_sr) and optim/adamw8bit's
+// (adamw_8bit_update), in one file because they share the gradient and state drawing (make_grads,
+// make_adamw_common), the step's uniforms and the tolerances. Their bindings are the WGSL bind
+// groups of 12_optimizer.wgsl, in order (adamw_update_bf16, which the study lacks, binds
+// adamw_update's and then the bf16 mirror, as our twin tests/webgpu/kernels/optimizer_bf16.wgsl
+// does); the references are the plain-named kernels of optim/, which exist in float only (no
+// float64 recomputation). The "nonfinite" case puts NaN and ±Inf into the gradients, which the
+// kernels must drop; WGSL lets an implementation assume no NaN or Inf exist, so a WebGPU twin may
+// skip that case.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -154,6 +154,26 @@ void run_adamw_bf16(FixtureIo<float>& io, const KernelDims& d) {
   io.put_raw("wb16", DType::kBF16, {d.n}, wb16.data());
 }
 
+// bf16-pure's update: the noise's seed, and the mega-buffer index of the range's first element,
+// not 0, so that a twin that leaves it out fails.
+constexpr uint32_t kNoiseSeed = 20261205u, kFirst = 1000u;
+
+Json make_adamw_sr(FixtureGen& g, const KernelDims& d) {
+  make_adamw_common(g, d, true);
+  Json p = adamw_params(d);
+  p["seed"] = kNoiseSeed, p["first"] = kFirst;
+  return p;
+}
+
+void run_adamw_bf16_sr(FixtureIo<float>& io, const KernelDims& d) {
+  AdamWState s = read_state(io, true);
+  std::vector<bf16> wb16(size_t(d.n));
+  adamw_update_bf16_sr(s.w.data(), s.g.data(), s.m.data(), s.v.data(), wb16.data(), size_t(d.n),
+                       s.stats, s.hp, s.t, kNoiseSeed, kFirst);
+  put_state(io, s, d, true);
+  io.put_raw("wb16", DType::kBF16, {d.n}, wb16.data());
+}
+
 // 8-bit state: the fp32 m and v quantized block by block (256 elements), codes packed 4 per u32
 // (element 4i+j in byte j of word i: the byte array in element order).
 Json make_adamw_8bit(FixtureGen& g, const KernelDims& d) {
@@ -251,6 +271,24 @@ void add_adamw_kernels(std::vector<KernelSpec>& v) {
                               "is on a bf16 rounding boundary it rounds to the neighbouring bf16");
   b.numerics = bf16_numerics(false);
   v.push_back(b);
+  KernelSpec s = adamw_spec("adamw_update_bf16_sr", make_adamw_sr, run_adamw_bf16_sr);
+  s.twin_seed = "";
+  s.tolerances["m"] = s.tolerances["v"] = moment_tolerance();
+  s.tolerances["wb16"] = ulps(1,
+                              "the noise and the rounding are integer arithmetic, exact in any "
+                              "twin, but of the twin's new w, which may lie an ulp from "
+                              "reftrain's (WGSL's ÷): the carry then differs for 1 noise value "
+                              "in 2^16, and the weight lands on the neighbouring bf16");
+  s.tolerances["w"] = close(7.9e-3, 0,
+                            "w is the widening of wb16: one bf16 step (at most 2^-7 of |w|) "
+                            "where wb16 lands on its neighbour; a missed rounding leaves w's "
+                            "low 16 bits set, a wrong noise moves half the weights a step");
+  s.numerics = bf16_numerics(false);
+  s.numerics["stochastic_rounding"] =
+      "wb16 = (bits(w) + noise) >> 16 with bf16's subnormal and NaN rules; noise = mix(first + i "
+      "^ mix(t ^ mix(seed))) >> 16 over u32, mix(x): x ^= x >> 16; x *= 0x7FEB352D; x ^= x >> "
+      "15; x *= 0x846CA68B; x ^= x >> 16";
+  v.push_back(s);
   KernelSpec e = adamw_spec("adamw_8bit_update", make_adamw_8bit, run_adamw_8bit);
   const Tolerance codes = close(0, 1,
                                 "one code step where a quotient lands on a rounding boundary; m "

@@ -63,7 +63,7 @@ Model::Model(const ModelConfig& cfg, ParamLayout layout, const ModelOptions& o)
       g_(layout_.total()),
       w16_(o.precision == Precision::kMixed ? layout_.total() : 0),
       matmul_(o.matmul, 0, widen_elems(layout_, o.precision, o.matmul)) {
-  if (precision_ != Precision::kBf16) return;
+  if (!bf16_products(precision_)) return;
   if (o.attention != AttentionKind::kMaterialised) {
     throw std::invalid_argument("bf16 precision runs the materialised attention");
   }
@@ -90,6 +90,7 @@ double init_std(ParamInit init, int layers) {
 
 void Model::init_weights(uint64_t seed) {
   const CounterRng rng(seed, RngStream::kInit);
+  noise_seed_ = stochastic_seed(seed);
   w_.zero();
   for (const ParamTensor& t : layout_.tensors()) {
     float* p = w_.data() + t.offset;
@@ -168,9 +169,12 @@ void Model::require_targets(const char* who) const {
 void Model::refresh_mirror() {
   if (precision_ == Precision::kMixed) {
     kt_.cast_f32_to_f16(w16_.data(), w_.data(), w_.size());
-  } else if (precision_ == Precision::kBf16) {
+  } else if (bf16_products(precision_)) {
     b16_.weights_mm->forget_weights();
     kt_.cast_f32_to_bf16(wb16_.data(), w_.data(), w_.size());
+    // bf16-pure keeps no fp32 master: the weights are their bf16 values from here on
+    if (precision_ == Precision::kBf16Pure)
+      kt_.cast_bf16_to_f32(w_.data(), wb16_.data(), w_.size());
   }
 }
 
@@ -213,7 +217,7 @@ const f16* Model::mirror_of(const float* w) const {
 // backward is two calls, as on a GPU: backward-data, then backward-weight (with the bias).
 void Model::linear_fwd(float* out, const float* inp, const float* w, const float* b, int N, int K,
                        int O) const {
-  if (precision_ == Precision::kBf16) return linear_fwd_bf16(out, inp, w, b, N, K, O);
+  if (bf16_products(precision_)) return linear_fwd_bf16(out, inp, w, b, N, K, O);
   const f16* w16 = mirror_of(w);
   const std::string profile = product_name(profile_, "linear_forward", N, K, O);
   const std::initializer_list<Dim> dims = {{"N", size_t(N)}, {"K", size_t(K)}, {"O", size_t(O)}};
@@ -229,7 +233,7 @@ void Model::linear_fwd(float* out, const float* inp, const float* w, const float
 void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, const float* inp,
                        const float* w, int N, int K, int O, Grad grad) const {
   if (dinp && grad == Grad::kFresh) fresh_for_dump(dinp, size_t(N) * K);
-  if (precision_ == Precision::kBf16) {
+  if (bf16_products(precision_)) {
     return linear_bwd_bf16(dinp, dw, db, dout, inp, w, N, K, O, grad);
   }
   const f16* w16 = mirror_of(w);
@@ -252,7 +256,7 @@ void Model::linear_bwd(float* dinp, float* dw, float* db, const float* dout, con
 // The dump records the probabilities `att` only where the model keeps them (materialised);
 // the fused kernel keeps each row's log-sum-exp in att's place, which no GPU twin binds.
 void Model::attention_fwd(float* out, float* att, const float* qkv, int B, int T) const {
-  if (precision_ == Precision::kBf16) return attention_fwd_bf16(out, att, qkv, B, T);
+  if (bf16_products(precision_)) return attention_fwd_bf16(out, att, qkv, B, T);
   const bool fused = kt_.attention == AttentionKind::kFused;
   const int C = cfg_.channels, NH = cfg_.heads;
   traced("attention_forward", {out, fused ? nullptr : att, qkv},
@@ -264,7 +268,7 @@ void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float
                           const float* out, const float* att, int B, int T) const {
   const int C = cfg_.channels, NH = cfg_.heads;
   fresh_for_dump(dqkv, size_t(B) * T * 3 * C);
-  if (precision_ == Precision::kBf16) return attention_bwd_bf16(dqkv, dout, qkv, att, B, T);
+  if (bf16_products(precision_)) return attention_bwd_bf16(dqkv, dout, qkv, att, B, T);
   const bool fused = kt_.attention == AttentionKind::kFused;
   traced("attention_backward", {dqkv, nullptr, dout, qkv, fused ? nullptr : att},
          {{"B", size_t(B)}, {"T", size_t(T)}, {"C", size_t(C)}, {"NH", size_t(NH)}},
@@ -272,7 +276,7 @@ void Model::attention_bwd(float* dqkv, float* dp, const float* dout, const float
 }
 
 void Model::attention_decode_fwd(float* out, float* att, const float* qkv, int l, int pos) const {
-  if (precision_ == Precision::kBf16) return attention_decode_bf16_fwd(out, qkv, l, pos);
+  if (bf16_products(precision_)) return attention_decode_bf16_fwd(out, qkv, l, pos);
   const int C = cfg_.channels, NH = cfg_.heads;
   traced("attention_decode", {out, nullptr, qkv}, {{"C", size_t(C)}, {"rows", size_t(pos) + 1}},
          [&] { kt_.attention_decode(out, att, qkv, pos, C, NH); });
@@ -312,7 +316,7 @@ size_t activation_floats(const ModelConfig& cfg, int B, int T, AttentionKind att
 }
 
 size_t bf16_operand_bytes(const ModelConfig& cfg, Precision precision, int B, int T) {
-  if (precision != Precision::kBf16) return 0;
+  if (!bf16_products(precision)) return 0;
   const size_t N = size_t(B) * T, TT = size_t(T) * T, threads = size_t(omp_get_max_threads());
   const size_t halves = N * (widest_input(cfg) + widest_output(cfg)) + bf16_kept_inputs(cfg, N) +
                         size_t(B) * cfg.heads * TT + threads * TT;
@@ -346,7 +350,7 @@ GemmBf16 product(int M, int N, int K, Trans ta, Trans tb) {
 
 size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels,
                                 int T) {
-  if (precision != Precision::kBf16) return 0;
+  if (!bf16_products(precision)) return 0;
   const Bf16Path path = kernel_table(kernels).bf16;
   const int hs = cfg.channels / cfg.heads;
   size_t bytes = 0;
@@ -359,7 +363,7 @@ size_t bf16_decode_weight_bytes(const ModelConfig& cfg, Precision precision, Ker
 
 size_t bf16_workspace_bytes(const ModelConfig& cfg, Precision precision, Kernels kernels, int B,
                             int T) {
-  if (precision != Precision::kBf16) return 0;
+  if (!bf16_products(precision)) return 0;
   using W = MatmulBf16::Workspace;
   const Bf16Path path = kernel_table(kernels).bf16;
   const int threads = omp_get_max_threads(), N = B * T, hs = cfg.channels / cfg.heads;

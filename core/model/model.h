@@ -47,15 +47,17 @@ class Model {
   // the caller may change them.
   WeightMirror weight_mirror() {
     if (b16_.weights_mm) b16_.weights_mm->forget_weights();
-    return {w16_.data(), wb16_.data()};
+    return {w16_.data(), wb16_.data(), precision_ == Precision::kBf16Pure, noise_seed_};
   }
 
   // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
-  // CounterRng(seed, kInit).normal(i); then refreshes the mirror.
+  // CounterRng(seed, kInit).normal(i); then refreshes the mirror. bf16-pure's optimizer steps
+  // key their rounding noise by the same seed (stochastic_seed).
   void init_weights(uint64_t seed);
   // w16 = f16(clamp(w, ±65504)) (round-to-nearest-even), in mixed precision; the bf16 mirror
-  // bf16(w) (cast_f32_to_bf16) in bf16 precision. Call after every change of the weights that
-  // did not write the mirror itself (an optimizer step writes it: OptimizerState::step).
+  // bf16(w) (cast_f32_to_bf16) in bf16 precision; in bf16-pure the same, and then w = f32(mirror):
+  // the weights become bf16 values (round to nearest even). Call after every change of the
+  // weights that did not write the mirror itself (an optimizer step writes it).
   void refresh_mirror();
 
   // Forward over B×T tokens (≤ the construction sizes): the embedding, every layer, the final
@@ -247,6 +249,7 @@ class Model {
   // in that cache packed from one token to the next (MatmulBf16::keep_weights: a token packs only
   // its own key and value), until a forward or a change of the weights.
   AlignedBuffer<bf16> wb16_;
+  uint32_t noise_seed_ = 0;  // bf16-pure's rounding noise: stochastic_seed(init_weights' seed)
   struct KeptInput {
     const float* src;
     size_t offset, n;

@@ -15,8 +15,16 @@ enum class Arch { kGpt2, kLlama };
 // product (the linear layers' three and the attention's four) takes bf16 operands (the weights'
 // bf16 mirror, activations and gradients rounded to bf16 as they enter) and sums them in the
 // canonical bf16 order into f32; norms, softmax, activations, loss, gradients, optimizer and
-// master weights stay fp32 (docs/numerics.md, "bf16 training").
-enum class Precision { kFp32, kMixed, kBf16 };
+// master weights stay fp32 (docs/numerics.md, "bf16 training"). bf16-pure: bf16's products, but
+// the weights are bf16 values only (no fp32 master): each step rounds every new weight to bf16
+// stochastically, its noise a hash of (seed, step, element index) (optim/adamw.h's
+// adamw_update_bf16_sr; docs/numerics.md, "bf16-pure weights").
+enum class Precision { kFp32, kMixed, kBf16, kBf16Pure };
+
+// Whether a precision runs the bf16 products (bf16 and bf16-pure).
+inline bool bf16_products(Precision p) {
+  return p == Precision::kBf16 || p == Precision::kBf16Pure;
+}
 
 // gpt2's MLP activation: the tanh GELU (GPT-2's own, Hugging Face's "gelu_new") or the exact erf
 // GELU (Hugging Face's "gelu", which some GPT-2-shaped checkpoints use).
@@ -67,8 +75,10 @@ struct EnumNames<Arch> {
 };
 template <>
 struct EnumNames<Precision> {
-  static constexpr NamedValue<Precision> values[] = {
-      {Precision::kFp32, "fp32"}, {Precision::kMixed, "mixed"}, {Precision::kBf16, "bf16"}};
+  static constexpr NamedValue<Precision> values[] = {{Precision::kFp32, "fp32"},
+                                                     {Precision::kMixed, "mixed"},
+                                                     {Precision::kBf16, "bf16"},
+                                                     {Precision::kBf16Pure, "bf16-pure"}};
 };
 template <>
 struct EnumNames<Activation> {

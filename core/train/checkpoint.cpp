@@ -192,6 +192,9 @@ void add_derived_state(std::map<std::string, std::string>& md, const CheckpointM
                            : t.precision == Precision::kBf16
                                ? "none; the bf16 mirror is not stored: bf16(w), round to "
                                  "nearest even, subnormals to 0"
+                           : t.precision == Precision::kBf16Pure
+                               ? "none; the weights are bf16 values (stored widened to fp32), "
+                                 "the mirror their bits"
                                : "none (fp32 run)"}});
   md["layout"] = json_text(layout_json(layout));
 }

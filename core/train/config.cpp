@@ -126,11 +126,12 @@ const Preset& find_preset(const std::string& name) {
 }
 
 void settle_bf16_attention(TrainConfig& t, bool attention_given) {
-  if (t.precision != Precision::kBf16) return;
+  if (!bf16_products(t.precision)) return;
   if (attention_given && t.attention != AttentionKind::kMaterialised) {
     throw usage_error(std::string("--attention ") + enum_name(t.attention) +
-                      " conflicts with --precision bf16, which runs the materialised attention "
-                      "(its products in bf16 need the probabilities); leave --attention out");
+                      " conflicts with --precision " + enum_name(t.precision) +
+                      ", which runs the materialised attention (its products in bf16 need the "
+                      "probabilities); leave --attention out");
   }
   t.attention = AttentionKind::kMaterialised;
 }
@@ -173,9 +174,16 @@ void validate(const ModelConfig& m, const TrainConfig& t) {
   if (!(t.clip >= 0) || !std::isfinite(t.clip)) throw usage_error("--clip must be ≥ 0 (0 = off)");
   if (t.warmup < 0) throw usage_error("--warmup must be ≥ 0");
   if (t.val_every < 0) throw usage_error("--val-every must be ≥ 0");
-  if (t.precision == Precision::kBf16 && t.attention != AttentionKind::kMaterialised) {
-    throw usage_error("--precision bf16 runs the materialised attention, not --attention " +
-                      std::string(enum_name(t.attention)));
+  if (bf16_products(t.precision) && t.attention != AttentionKind::kMaterialised) {
+    throw usage_error(std::string("--precision ") + enum_name(t.precision) +
+                      " runs the materialised attention, not --attention " +
+                      enum_name(t.attention));
+  }
+  if (t.precision == Precision::kBf16Pure && t.optimizer != Optimizer::kAdamW) {
+    throw usage_error(
+        "--precision bf16-pure runs --optimizer adamw (its update rounds each new "
+        "weight to bf16 stochastically), not --optimizer " +
+        std::string(enum_name(t.optimizer)));
   }
   try {
     kernel_table(t.kernels, t.matmul, t.attention);  // the one place the column's rule lives

@@ -36,7 +36,8 @@ std::vector<TrainField> make_fields() {
        "z in loss = CE + z·mean(logsumexp²) (preset: 0 gpt2, 1e-4 llama)", &TC::z_loss},
       {"precision", G::kTrain, "precision",
        "fp32; mixed: matmuls read the fp16 weight mirror; bf16: every product (linear and "
-       "attention) in bf16 with f32 sums, the rest fp32 (default fp32)",
+       "attention) in bf16 with f32 sums, the rest fp32; bf16-pure: bf16's products, and the "
+       "weights bf16 values (no fp32 master), each update rounded stochastically (default fp32)",
        &TC::precision},
       {"attention", G::kTrain, "attention",
        "fused (online softmax, keeps the row logsumexp) or materialised (the reference, keeps "

@@ -18,11 +18,7 @@
 namespace reftrain {
 namespace {
 
-template <typename T>
-void write_raw(const std::string& path, const std::vector<T>& v) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(T)));
-}
+using testing::write_raw;
 
 TEST(Bf16Oracle, ConversionAndProductsMatchAnIndependentOracle) {
   ASSERT_STRNE(REFTRAIN_TORCH_PYTHON, "") << "configure with REFTRAIN_TORCH_TESTS=ON";

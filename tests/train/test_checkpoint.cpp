@@ -104,7 +104,9 @@ INSTANTIATE_TEST_SUITE_P(FamiliesPrecisionsOptimizers, ExactResume,
                                            ResumeCase{"llama-tiny", "mixed", "adamw"},
                                            ResumeCase{"llama-tiny", "mixed", "adamw8bit"},
                                            ResumeCase{"tiny", "mixed", "adamw", 3},
-                                           ResumeCase{"llama-tiny", "fp32", "adamw8bit", 3}));
+                                           ResumeCase{"llama-tiny", "fp32", "adamw8bit", 3},
+                                           ResumeCase{"tiny", "bf16-pure", "adamw"},
+                                           ResumeCase{"llama-tiny", "bf16-pure", "adamw", 3}));
 
 // --- the saving policy -------------------------------------------------------------------------
 

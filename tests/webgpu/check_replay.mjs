@@ -40,7 +40,7 @@ const replay = (golden, out, extra = []) => run(process.execPath, [join(here, 'r
 
 function golden(preset, precision, optimizer) {
   const dir = join(work, `golden-${preset}-${precision}-${optimizer}`);
-  const steps = precision === 'bf16' ? '50' : '20';
+  const steps = precision.startsWith('bf16') ? '50' : '20';
   const r = run(reftrain, ['golden', 'run', '--preset', preset, '--precision', precision, '--optimizer', optimizer,
                            '--steps', steps, '--dump-step', '1', '--out', dir]);
   if (r.status !== 0) throw new Error(`reftrain golden run ${preset} ${precision} ${optimizer}: ${r.stderr}`);
@@ -70,7 +70,7 @@ function checkCombination(preset, precision, optimizer) {
   const dc = run(reftrain, ['compare', join(dump, 'step-1.safetensors'), join(dir, 'step-1.safetensors'), '--subset', '--quiet']);
   console.log(`${name}: step-1 call dump against reftrain's: replay exit ${d.status}, compare exit ${dc.status}: ` +
               `${last(dc.stdout, /tensors within/)}`);
-  if (precision === 'bf16') return checkBf16Dump(name, dump, dir, d.status);
+  if (precision.startsWith('bf16')) return checkBf16Dump(name, dump, dir, d.status);
   if (d.status !== 0 || dc.status !== 0) fail(`${name}: call dump differs from reftrain's\n${dc.stdout}${d.stderr}`);
 }
 
@@ -277,6 +277,7 @@ for (const preset of ['tiny', 'llama-tiny']) {
 for (const [preset, optimizer] of [['tiny', 'adamw'], ['llama-tiny', 'adamw'], ['tiny', 'adamw8bit']]) {
   checkCombination(preset, 'bf16', optimizer);
 }
+checkCombination('tiny', 'bf16-pure', 'adamw');
 checkStaged();
 checkPlanted();
 checkBisection();

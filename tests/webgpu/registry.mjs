@@ -177,6 +177,9 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     // One thread per word of the bf16 mirror: two elements each (optimizer_bf16.wgsl).
     adamw_update_bf16: { ...optimizer('optimizer_bf16.wgsl', 'adamw_update_bf16', 'size'), prelude: [elementwisePrelude, 'prelude/optimizer.wgsl', bf16Prelude],
                          uniforms: ['hp', 'bias'], dispatch: (p) => groups(Math.ceil(p.size / 2)) },
+    // bf16-pure's stochastically rounded update: likewise one thread per word.
+    adamw_update_bf16_sr: { ...optimizer('optimizer_bf16_sr.wgsl', 'adamw_update_bf16_sr', 'size'), uniforms: ['hp', 'bias'],
+                            dispatch: (p) => groups(Math.ceil(p.size / 2)) },
     adamw_8bit_update: { ...optimizer('optimizer.wgsl', 'adamw_8bit_update', 'size'), uniforms: ['hp', 'bias'] },
   };
 }

@@ -4,6 +4,9 @@
 // mega-buffers (the 8-bit state's blocks restart at wd_end); the mirror the precision has is
 // written by the update itself (adamw_update_f16, adamw_update_bf16), or by a cast of the whole
 // buffer after the 8-bit update (cast_f32_to_f16, cast_f32_to_bf16), whose kernel binds none.
+// bf16-pure's update (adamw_update_bf16_sr) rounds each new weight to bf16 stochastically, into
+// the mirror and back into w; its noise needs the step t (a buffer the step writes), the run's
+// seed folded to 32 bits and each range's first element.
 import { view } from './engine.mjs';
 import { bf16View } from './model.mjs';
 
@@ -25,10 +28,12 @@ function rangeBindings(R, st, begin, size, hp, stats, eight) {
   const { E, bufs } = R;
   const fv = (b) => view(b, begin * 4, size * 4);
   if (!eight) {
-    // null: the step number t, which no GPU kernel binds (the host turns it into bias).
-    const base = [fv(bufs.w), fv(bufs.g), fv(st.m), fv(st.v), stats, R.u(size), hp, st.bias, null];
+    // null: the step number t, which no GPU kernel but bf16-pure's binds (the host turns it into
+    // bias).
+    const base = [fv(bufs.w), fv(bufs.g), fv(st.m), fv(st.v), stats, R.u(size), hp, st.bias, st.pure ? st.t : null];
     if (R.mixed) return [...base, view(bufs.w16, begin * 2, Math.ceil(size / 2) * 4)];
     // The ranges start on 16-float lines (core/model/param_layout.h), so on whole bf16 words.
+    if (st.pure) return [...base, bf16View(bufs.wb, begin * 2, size), R.u(st.seed), R.u(begin)];
     return R.bf16 ? [...base, bf16View(bufs.wb, begin * 2, size)] : base;
   }
   const codes = (b) => view(b, begin, Math.ceil(size / 4) * 4);
@@ -45,10 +50,18 @@ export function buildOptimizer(R, config, wdEnd, total) {
   if (!['adamw', 'adamw8bit'].includes(o.name)) throw new Error(`replay: optimizer ${o.name} is not replayed`);
   const st = eight ? eightBitState(E, wdEnd, total) : { m: E.storage(total * 4), v: E.storage(total * 4) };
   st.bias = E.vec4();
+  st.pure = config.train.precision === 'bf16-pure';
+  if (st.pure) {
+    if (!Number.isSafeInteger(config.seed)) throw new Error(`replay: bf16-pure's seed ${config.seed} is past 2^53, which JSON numbers do not hold exactly`);
+    const seed = BigInt(config.seed);  // folded to 32 bits as reftrain's stochastic_seed
+    st.seed = Number((seed ^ (seed >> 32n)) & 0xFFFFFFFFn);
+    st.t = view(E.storage(16), 0, 4);
+  }
   const normSq = view(E.storage(16), 0, 4);
   const stats = view(E.storage(16), 0, 8);
   const maxNorm = f32(o.clip) > 0 ? f32(o.clip) : 3.4e38;  // no clipping: the factor stays 1
-  const name = eight ? 'adamw_8bit_update' : R.mixed ? 'adamw_update_f16' : R.bf16 ? 'adamw_update_bf16' : 'adamw_update';
+  const name = eight ? 'adamw_8bit_update' : R.mixed ? 'adamw_update_f16' : st.pure ? 'adamw_update_bf16_sr'
+    : R.bf16 ? 'adamw_update_bf16' : 'adamw_update';
   const ranges = [[0, wdEnd, f32(o.wd)], [wdEnd, total - wdEnd, 0]].filter(([, size]) => size > 0)
     .map(([begin, size, wd]) => ({ begin, size, wd, hp: E.vec4() }));
   const ops = [
@@ -70,6 +83,7 @@ export function buildOptimizer(R, config, wdEnd, total) {
   const setStep = (t, lr) => {
     for (const r of ranges) E.device.queue.writeBuffer(r.hp.buffer, 0, new Float32Array([lr, b1, b2, r.wd]));
     E.device.queue.writeBuffer(st.bias.buffer, 0, new Float32Array([f32(b1 ** t), f32(b2 ** t), eps, 0]));
+    if (st.pure) E.device.queue.writeBuffer(st.t.buffer, 0, new Int32Array([t]));
   };
   return { ops, stats, setStep };
 }
