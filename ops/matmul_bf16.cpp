@@ -445,6 +445,8 @@ void chain_row(float* x, const GemmBf16& g, int i, int kb) {
 // Below this many multiply-adds a product of a few rows runs on one thread: a parallel region
 // costs more than it saves (the attention's per-head products while decoding).
 constexpr double kRowsThreadWork = 1 << 18;
+// Words of op(B) a kept B's packing must reach before the engine's threads share it.
+constexpr size_t kKeptPackShared = size_t(1) << 16;
 
 int rows_threads(const GemmBf16& g, int threads) {
   const int panels = simd::round_up(g.N, dot::kPairNR) / dot::kPairNR;
@@ -604,7 +606,13 @@ const uint32_t* MatmulBf16::kept_panels(const GemmBf16& g, int kb, size_t bpanel
   }
   uint32_t* words = k.words.data();
   const int units = keys ? panels - from : (from < kb ? panels : 0);
-#pragma omp parallel for num_threads(std::max(1, std::min(threads_, units))) schedule(static)
+  // A token's growth (a panel of keys, a block of values) is a few KiB: packed by this thread.
+  // A team for it, two threads per head and layer and token, took bf16 decoding at 16 threads
+  // on the AMX Xeon to 75-119 tokens/s (610-699 packed here; bench/RESULTS.md). A first packing
+  // of a weight is shared out.
+  const bool shared = size_t(units) * bpanel >= kKeptPackShared;
+#pragma omp parallel for num_threads(std::max(1, std::min(threads_, units))) if (shared) \
+    schedule(static)
   for (int q = 0; q < units; ++q) {
     if (keys) pack_pair_panel(words + size_t(from + q) * bpanel, g, from + q, kb);
     if (!keys) pack_pair_panels_across(words + size_t(q) * bpanel, bpanel, g, q, q + 1, kb, from);
