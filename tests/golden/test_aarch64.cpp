@@ -4,7 +4,8 @@
 //     reference, bits across thread counts and tails, simd/ and its IEEE arithmetic), through
 //     the nested tree's CTest, which runs each test binary under the toolchain's emulator;
 //  2. write the golden files byte for byte as the native x86 build does: the golden runs of tiny
-//     and llama-tiny × fp32/mixed/bf16 × adamw/adamw8bit and the kernel fixtures of both families
+//     and llama-tiny × fp32/mixed/bf16 × adamw/adamw8bit and × bf16-pure/adamw, and the kernel
+//     fixtures of both families
 //     (the set tests/golden/golden_bytes.sha256 pins, so they must match those hashes too).
 // Label `aarch64` (ctest -L aarch64). The nested tree lives in build/nested-aarch64 and is built
 // once (about 5 minutes on 2 cores), incrementally after that. Timing under emulation means
@@ -16,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/common/golden_set.h"
 #include "tests/common/test_util.h"
 
 namespace reftrain {
@@ -54,17 +56,10 @@ std::string emulator() {
 
 // The golden runs and kernel fixtures that tests/golden/golden_bytes.sha256 pins, under root.
 void write_golden_files(const std::string& reftrain, const std::string& root) {
-  for (const char* preset : {"tiny", "llama-tiny"}) {
-    for (const char* precision : {"fp32", "mixed", "bf16"}) {
-      for (const char* optimizer : {"adamw", "adamw8bit"}) {
-        const std::string name = std::string(preset) + "-" + precision + "-" + optimizer;
-        const std::string cmd = reftrain + " golden run --preset " + preset + " --precision " +
-                                precision + " --optimizer " + optimizer + " --out " + root + "/" +
-                                name;
-        const CommandResult r = run_command(cmd);
-        ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
-      }
-    }
+  for (const testing::PinnedRun& run : testing::pinned_golden_runs()) {
+    const std::string cmd = reftrain + " " + run.args() + " --out " + root + "/" + run.name();
+    const CommandResult r = run_command(cmd);
+    ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
   }
   for (const char* arch : {"gpt2", "llama"}) {
     const std::string cmd =

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/common/golden_set.h"
 #include "tests/common/test_util.h"
 
 namespace reftrain {
@@ -47,18 +48,10 @@ std::set<std::string> written_files(const std::string& root) {
 TEST(GoldenBytes, RunsAndFixturesMatchThePinnedHashes) {
   TempDir dir;
   const std::string root = dir.file("golden");
-  for (const char* preset : {"tiny", "llama-tiny"}) {
-    for (const char* precision : {"fp32", "mixed", "bf16", "bf16-pure"}) {
-      for (const char* optimizer : {"adamw", "adamw8bit"}) {
-        if (std::string(precision) == "bf16-pure" && std::string(optimizer) == "adamw8bit")
-          continue;
-        const std::string name = std::string(preset) + "-" + precision + "-" + optimizer;
-        const testing::CommandResult r = testing::run_reftrain(
-            std::string("golden run --preset ") + preset + " --precision " + precision +
-            " --optimizer " + optimizer + " --out " + root + "/" + name);
-        ASSERT_EQ(r.exit_code, 0) << r.output;
-      }
-    }
+  for (const testing::PinnedRun& run : testing::pinned_golden_runs()) {
+    const testing::CommandResult r =
+        testing::run_reftrain(run.args() + " --out " + root + "/" + run.name());
+    ASSERT_EQ(r.exit_code, 0) << r.output;
   }
   for (const char* arch : {"gpt2", "llama"}) {
     const testing::CommandResult r = testing::run_reftrain(
