@@ -100,11 +100,11 @@ function checkOwnMirror(arch, out, r) {
 }
 
 // adamw_update_bf16_sr (bf16-pure) leaves weights that are bf16 values: the twin's w must be the
-// widening of the mirror it wrote, bit for bit, in each of the fixture's 3 cases. And its mirror
-// must be the fixture's but for the rare element whose new w lies an f32 ulp from reftrain's (WGSL's
-// ÷ and √) and whose noise sits right at the carry (1 noise value in 2^16): at most 1 in 1024. The
-// fixture's 1-ulp tolerance alone would pass a wrong noise, which moves a third of the weights by
-// one bf16 step.
+// widening of the mirror it wrote, bit for bit, in each of the fixture's 3 cases. And its
+// mirror must be the fixture's but for the rare element whose new w lies an f32 ulp from
+// reftrain's (WGSL's ÷ and √) and whose noise sits right at the carry (1 noise value in 2^16):
+// at most 1 in 1024. The fixture's 1-ulp tolerance alone would pass a wrong noise, which moves a
+// third of the weights by one bf16 step.
 function checkStochastic(arch, fix, out, rows) {
   const sr = rows.filter((r) => r.kernel === 'adamw_update_bf16_sr');
   if (sr.length !== 3) fail(`${arch}: ${sr.length} adamw_update_bf16_sr cases ran, 3 expected`);
