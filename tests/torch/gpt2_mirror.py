@@ -1,6 +1,6 @@
 """PyTorch oracle ("mirror") for reftrain's GPT-2 training step.
 
-Usage: /usr/bin/python3 tests/torch/gpt2_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--precision fp32|mixed|bf16]
+Usage: /usr/bin/python3 tests/torch/gpt2_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--precision fp32|mixed|bf16|bf16-pure]
 
 IN:  every GPT-2 parameter (F32, nanoGPT names, nn.Linear [out, in] layout), `inputs` and
      `targets` (I32 [S, B, T], the batch of each of S optimizer steps), and __metadata__:
@@ -27,6 +27,11 @@ subnormals to 0) and multiplied exactly in --dtype; its backward rounds the inco
 bf16 too (da = bf16(g) @ bf16(b).T, db = bf16(a).T @ bf16(g)). Biases, norms, softmax, GELU and
 the loss stay unrounded. This is where reftrain's bf16 precision rounds, written independently of
 its kernels: the sums here are exact, reftrain's are in the canonical bf16 order in fp32.
+
+--precision bf16-pure: bf16's products, and after every AdamW step each weight, taken to f32, is
+rounded to bf16 stochastically with the noise of its index in reftrain's mega-buffer
+(`round_stochastic`, from the documented formula; IN's metadata `stochastic` = {"seed",
+"offsets": {name: offset}}). The weights IN holds are bf16 values already.
 
 Shared pieces used by llama_mirror.py: `load`, `adamw_step`, `products`, `train`, `cli`; replay.py
 uses `forward_logits`.
@@ -140,7 +145,7 @@ class Bf16Matmul(torch.autograd.Function):
 def products(precision):
     """(linear(x, w, b=None), matmul(a, b)) of a precision: the weight read through `round_f16`
     in mixed; every operand and gradient through bf16 (`Bf16Matmul`) in bf16."""
-    if precision == "bf16":
+    if precision in ("bf16", "bf16-pure"):
         def linear(x, w, b=None):
             y = Bf16Matmul.apply(x.reshape(-1, x.shape[-1]), w.t()).reshape(*x.shape[:-1], -1)
             return y if b is None else y + b
@@ -213,8 +218,37 @@ def adamw_step(params, state, optim, decay, lr, t):
     return grad_norm, clip
 
 
-def train(params, optim, decay, inputs, targets, loss_fn):
-    """Run the S steps (loss_fn(params, idx, tgt) -> scalar loss) and return the OUT dict."""
+M32 = 0xFFFFFFFF
+
+
+def mix32(x):
+    """lowbias32 on uint32 numpy arrays (their products wrap mod 2^32)."""
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x7FEB352D)
+    x = x ^ (x >> np.uint32(15))
+    x = x * np.uint32(0x846CA68B)
+    return x ^ (x >> np.uint32(16))
+
+
+@torch.no_grad()
+def round_stochastic(params, stochastic, t):
+    """bf16-pure: every weight, as f32, rounded to bf16 with the noise of its mega-buffer index:
+    noise = mix((offset + i) ^ mix(t ^ mix(seed))) >> 16; bf16 = (bits + noise) >> 16, a
+    subnormal result +-0 (no NaN arises here)."""
+    key = mix32(np.array([t], dtype=np.uint32) ^ mix32(np.array([stochastic["seed"]], dtype=np.uint32)))
+    for name, w in params.items():
+        u = w.detach().to(torch.float32).numpy().reshape(-1).view(np.uint32)
+        index = (np.arange(u.size, dtype=np.uint64) + stochastic["offsets"][name]) & M32
+        noise = mix32(index.astype(np.uint32) ^ key) >> np.uint32(16)
+        r = (u + noise) >> np.uint32(16)
+        r = np.where((r & 0x7F80) == 0, r & 0x8000, r).astype(np.uint32)
+        w.copy_(torch.from_numpy((r << np.uint32(16)).view(np.float32).reshape(w.shape)).to(w.dtype))
+
+
+def train(params, optim, decay, inputs, targets, loss_fn, stochastic=None):
+    """Run the S steps (loss_fn(params, idx, tgt) -> scalar loss) and return the OUT dict. With
+    `stochastic` ({"seed", "offsets": {name: mega-buffer offset}}: bf16-pure), each step's new
+    weights are rounded to bf16 by `round_stochastic`."""
     out, losses, norms, clips, state = {}, [], [], [], {}
     for s in range(inputs.shape[0]):
         for w in params.values():
@@ -225,6 +259,8 @@ def train(params, optim, decay, inputs, targets, loss_fn):
         if s == 0:
             out.update({f"grad.{n}": w.grad.double().numpy().copy() for n, w in params.items()})
         gn, c = adamw_step(params, state, optim, decay, optim["lrs"][s], s + 1)
+        if stochastic is not None:
+            round_stochastic(params, stochastic, s + 1)
         norms.append(gn)
         clips.append(c)
     out["loss"] = np.array(losses[:1], dtype=np.float64)
@@ -232,10 +268,18 @@ def train(params, optim, decay, inputs, targets, loss_fn):
     return out
 
 
+def stochastic_of(in_path, precision):
+    """bf16-pure's rounding settings from IN's metadata `stochastic`, else None."""
+    if precision != "bf16-pure":
+        return None
+    return json.loads(read_safetensors(in_path)[1]["stochastic"])
+
+
 def run(in_path, out_path, dtype=torch.float64, precision="fp32"):
     params, cfg, optim, decay, inputs, targets = load(in_path, dtype)
     out = train(params, optim, decay, inputs, targets,
-                lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, precision))
+                lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, precision),
+                stochastic_of(in_path, precision))
     write_safetensors(out_path, out)
     return out
 
@@ -246,9 +290,10 @@ def cli(doc, run_fn):
     ap.add_argument("inp", metavar="IN.safetensors")
     ap.add_argument("out", metavar="OUT.safetensors")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
-    ap.add_argument("--precision", choices=["fp32", "mixed", "bf16"], default="fp32",
+    ap.add_argument("--precision", choices=["fp32", "mixed", "bf16", "bf16-pure"], default="fp32",
                     help="mixed: matmul weights read through an fp16 rounding; bf16: every product's "
-                         "operands and gradient through a bf16 rounding")
+                         "operands and gradient through a bf16 rounding; bf16-pure: bf16's, and "
+                         "each step's weights rounded to bf16 stochastically")
     a = ap.parse_args()
     out = run_fn(a.inp, a.out, getattr(torch, a.dtype), a.precision)
     print(f"steps={len(out['losses'])} loss0={out['losses'][0]:.10g} "
