@@ -1,7 +1,8 @@
-// The element-wise core of every AdamW kernel (adamw_update, adamw_update_f16, adamw_update_bf16
-// and the fp32 part of adamw_8bit_update), shared so that all of them do the same float
-// operations in the same order and agree bit for bit: the kernels with a fused mirror differ only
-// in the mirror's element type, a template parameter. Internal to optim/; the public API is
+// The element-wise core of every AdamW kernel (adamw_update, adamw_update_f16, adamw_update_bf16,
+// adamw_update_bf16_sr and the fp32 part of adamw_8bit_update), shared so that all of them do the
+// same float operations in the same order and agree bit for bit: the kernels with a fused mirror
+// differ only in the mirror's element type, a template parameter, and bf16-pure's in rounding the
+// new weight stochastically. Internal to optim/; the public API is
 // optim/adamw.h.
 //
 // Bit-identity of the xsimd path with the scalar one rests on three things:
