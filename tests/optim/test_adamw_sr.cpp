@@ -112,7 +112,7 @@ SrState sr_state(size_t n, uint32_t seed) {
     s.m[i] = 1e-3f * nd(rng);
     s.v[i] = 1e-5f * std::fabs(nd(rng));
   }
-  s.g[3] = NAN;
+  if (n > 3) s.g[3] = NAN;  // a gradient the update drops
   return s;
 }
 
