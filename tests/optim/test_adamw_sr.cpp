@@ -13,22 +13,12 @@
 #include <vector>
 
 #include "ops/bf16.h"
+#include "ops/cast.h"
 #include "optim/adamw.h"
 #include "tests/common/test_util.h"
 
 namespace reftrain {
 namespace {
-
-float float_of_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-uint32_t bits_of_float(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 // Over all 2^16 noise values, the mean of the rounded values is x itself, exactly (each sum
 // below is exact in double: at most 2^16 terms of 8 significant bits within one binade pair).
@@ -54,28 +44,28 @@ TEST(StochasticRounding, KeepsTheConversionsRules) {
   for (uint32_t noise : {0u, 1u, 0x7FFFu, 0x8000u, 0xFFFFu}) {
     SCOPED_TRACE(noise);
     EXPECT_EQ(f32_to_bf16_stochastic(std::nanf(""), noise).bits, 0x7FC0);
-    EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0xFFC12345u), noise).bits, 0x7FC0);
+    EXPECT_EQ(f32_to_bf16_stochastic(float_of(0xFFC12345u), noise).bits, 0x7FC0);
     EXPECT_EQ(f32_to_bf16_stochastic(INFINITY, noise).bits, 0x7F80);
     EXPECT_EQ(f32_to_bf16_stochastic(-INFINITY, noise).bits, 0xFF80);
     EXPECT_EQ(f32_to_bf16_stochastic(1.5f, noise).bits, 0x3FC0);
     EXPECT_EQ(f32_to_bf16_stochastic(-0.0f, noise).bits, 0x8000);
-    EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0x00400001u), noise).bits, 0x0000);
-    EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0x80400001u), noise).bits, 0x8000);
+    EXPECT_EQ(f32_to_bf16_stochastic(float_of(0x00400001u), noise).bits, 0x0000);
+    EXPECT_EQ(f32_to_bf16_stochastic(float_of(0x80400001u), noise).bits, 0x8000);
   }
-  EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0x7F7FFFFFu), 0).bits, 0x7F7F);
-  EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0x7F7FFFFFu), 1).bits, 0x7F80);
-  EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0x3F80C000u), 0x3FFF).bits, 0x3F80);
-  EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0x3F80C000u), 0x4000).bits, 0x3F81);
+  EXPECT_EQ(f32_to_bf16_stochastic(float_of(0x7F7FFFFFu), 0).bits, 0x7F7F);
+  EXPECT_EQ(f32_to_bf16_stochastic(float_of(0x7F7FFFFFu), 1).bits, 0x7F80);
+  EXPECT_EQ(f32_to_bf16_stochastic(float_of(0x3F80C000u), 0x3FFF).bits, 0x3F80);
+  EXPECT_EQ(f32_to_bf16_stochastic(float_of(0x3F80C000u), 0x4000).bits, 0x3F81);
   // The smallest normal bf16 from below: up with the carry, else flushed.
-  EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0x007FFFFFu), 0).bits, 0x0000);
-  EXPECT_EQ(f32_to_bf16_stochastic(float_of_bits(0x007FFFFFu), 1).bits, 0x0080);
+  EXPECT_EQ(f32_to_bf16_stochastic(float_of(0x007FFFFFu), 0).bits, 0x0000);
+  EXPECT_EQ(f32_to_bf16_stochastic(float_of(0x007FFFFFu), 1).bits, 0x0080);
 }
 
 // The hash: its noise is 16 bits, distinct indices of one step give distinct pre-shift hashes,
 // and over a million indices a value a quarter of the way up rounds up a quarter of the time
 // (within 6 standard deviations), for two seeds and two steps.
 TEST(StochasticRounding, NoiseIsAUniformHashOfSeedStepAndIndex) {
-  const float x = float_of_bits(0x3F804000u);  // low 16 bits 0x4000: p(up) = 1/4
+  const float x = float_of(0x3F804000u);  // low 16 bits 0x4000: p(up) = 1/4
   const int n = 1 << 20;
   for (uint32_t seed : {0u, 1337u}) {
     for (uint32_t step : {1u, 2u}) {
@@ -168,8 +158,8 @@ TEST(AdamWStochastic, WritesANeighbourOfThePlainStep) {
     EXPECT_EQ(std::memcmp(sr.g.data(), plain.g.data(), n * sizeof(float)), 0);
     int down = 0, up = 0;
     for (size_t i = 0; i < n; ++i) {
-      ASSERT_EQ(bits_of_float(sr.w[i]), uint32_t(sr.wb16[i].bits) << 16) << i;
-      const uint32_t u = bits_of_float(plain.w[i]), truncated = u >> 16;
+      ASSERT_EQ(bits_of(sr.w[i]), uint32_t(sr.wb16[i].bits) << 16) << i;
+      const uint32_t u = bits_of(plain.w[i]), truncated = u >> 16;
       const uint32_t got = sr.wb16[i].bits;
       if ((u & 0xFFFF) == 0) {
         EXPECT_EQ(got, truncated) << i;

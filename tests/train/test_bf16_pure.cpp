@@ -9,6 +9,7 @@
 
 #include "core/formats/safetensors.h"
 #include "core/train/checkpoint.h"
+#include "ops/cast.h"
 #include "tests/common/cli_util.h"
 #include "tests/common/test_util.h"
 
@@ -28,9 +29,7 @@ size_t weights_that_are_not_bf16(const std::string& path) {
   for (const auto& [name, t] : read_safetensors(path).tensors) {
     if (t.dtype != DType::kF32 || name.rfind("optimizer.", 0) == 0) continue;
     for (const float x : t.as<float>()) {
-      uint32_t u;
-      std::memcpy(&u, &x, sizeof u);
-      bad += (u & 0xFFFFu) != 0;
+      bad += (bits_of(x) & 0xFFFFu) != 0;
       ++weights;
     }
   }
