@@ -17,7 +17,8 @@ export function makeContext(E, config, layout, bufs) {
   };
   const sinks = new Map();
   const R = {
-    E, bufs, mixed: t.precision === 'mixed', bf16: t.precision === 'bf16' || t.precision === 'bf16-pure',
+    // the mirror buildReplay allocated for the precision (replay.mjs) is what says which it is
+    E, bufs, mixed: bufs.w16 !== null, bf16: bufs.wb !== null,
     B: t.batch, T: t.seq, C: m.channels, NH: m.heads, L: m.layers, V: m.vocab, Vp: m.padded_vocab,
     F: m.ffn?.width, theta: m.rope?.theta, z: Math.fround(config.loss.z),
     w: (n) => view(bufs.w, at(n).offset * 4, at(n).numel * 4),
