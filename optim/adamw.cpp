@@ -207,6 +207,21 @@ void adamw_update_bf16_sr_fast(float* w, float* g, float* m, float* v, bf16* wb1
   });
 }
 
+void adamw_update_bf16_kahan(float* w, float* g, float* m, float* v, bf16* wb16, bf16* comp,
+                             size_t n, const GradStats& stats, const AdamWHyper& hp, int t) {
+  const Coeffs c = make_coeffs(stats, hp, t);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) adamw_core::adamw_kahan_element(w, g, m, v, wb16, comp, i, c);
+}
+
+void adamw_update_bf16_kahan_fast(float* w, float* g, float* m, float* v, bf16* wb16, bf16* comp,
+                                  size_t n, const GradStats& stats, const AdamWHyper& hp, int t) {
+  const Coeffs c = make_coeffs(stats, hp, t);
+  simd::parallel_blocks(n, kBlock, [&](size_t begin, size_t end) {
+    adamw_core::adamw_kahan_range(w, g, m, v, wb16, comp, begin, end, c);
+  });
+}
+
 #pragma GCC diagnostic pop
 
 // ---- the records -----------------------------------------------------------------------
@@ -330,10 +345,27 @@ std::vector<KernelRecord> adamw_records() {
   s.fast_how =
       "as adamw_update_bf16_fast's, the noise hash and the rounding in integer lanes; "
       "bit-identical";
-  s.tests = "tests/optim/test_adamw_sr.cpp, tests/optim/test_adamw_sr_oracle.cpp";
+  s.tests = "tests/optim/test_adamw_sr.cpp, tests/optim/test_adamw_bf16_oracle.cpp";
   s.bench = "bench/bench_optimizer.cpp BM_adamw_update_bf16_sr_fast";
   s.wgsl = "optimizer_bf16_sr.wgsl";
-  return {a, f, b, s};
+  KernelRecord k = b;
+  k.name = k.reference = "adamw_update_bf16_kahan";
+  k.fast = "adamw_update_bf16_kahan_fast";
+  k.math =
+      "δ = lr·(m̂/(√v̂ + ε) + wd·w) (adamw_update's); s = f32(comp) − δ; wb16 = bf16(w + s); "
+      "comp = bf16(s − (f32(wb16) − w)); w = f32(wb16) (--precision bf16-kahan)";
+  k.bindings = adamw_bindings("_kh");
+  k.bindings.push_back(record::out("wb16", "bf16", "[size]"));
+  k.bindings.back().wgsl = "dst_wb16_kh";
+  k.bindings.push_back(record::inout("comp", "bf16", "[size]"));
+  k.bindings.back().wgsl = "comp_kh";
+  k.fast_how =
+      "as adamw_update_bf16_fast's, the compensation widened and narrowed in integer lanes; "
+      "bit-identical";
+  k.tests = "tests/optim/test_adamw_kahan.cpp, tests/optim/test_adamw_bf16_oracle.cpp";
+  k.bench = "bench/bench_optimizer.cpp BM_adamw_update_bf16_kahan_fast";
+  k.wgsl = "optimizer_bf16_kahan.wgsl";
+  return {a, f, b, s, k};
 }
 
 }  // namespace reftrain

@@ -100,4 +100,17 @@ void adamw_update_bf16_sr_fast(float* w, float* g, float* m, float* v, bf16* wb1
                                const GradStats& stats, const AdamWHyper& hp, int t, uint32_t seed,
                                size_t first);
 
+// adamw_update's step added to a bf16 weight with Kahan compensation (--precision bf16-kahan,
+// whose weights are bf16 values only, and comp the compensation, bf16 per weight): per element,
+// with δ = lr·(m̂/(√v̂ + ε) + wd·w) from adamw_update's formula,
+//   s = f32(comp) − δ;  wb16 = bf16(w + s);  comp = bf16(s − (f32(wb16) − w));  w = f32(wb16)
+// (every bf16(·) cast_f32_to_bf16's rounding: to nearest even, a bf16-subnormal ±0, NaN 0x7FC0).
+// So w stays the widening of the mirror, and the part of each step the rounding loses is carried
+// into the next step instead of being dropped.
+void adamw_update_bf16_kahan(float* w, float* g, float* m, float* v, bf16* wb16, bf16* comp,
+                             size_t n, const GradStats& stats, const AdamWHyper& hp, int t);
+// Same as adamw_update_bf16_kahan except xsimd batches split over OpenMP threads: bit-identical.
+void adamw_update_bf16_kahan_fast(float* w, float* g, float* m, float* v, bf16* wb16, bf16* comp,
+                                  size_t n, const GradStats& stats, const AdamWHyper& hp, int t);
+
 }  // namespace reftrain

@@ -1,9 +1,9 @@
 // The element-wise core of every AdamW kernel (adamw_update, adamw_update_f16, adamw_update_bf16,
-// adamw_update_bf16_sr and the fp32 part of adamw_8bit_update), shared so that all of them do the
-// same float operations in the same order and agree bit for bit: the kernels with a fused mirror
-// differ only in the mirror's element type, a template parameter, and bf16-pure's in rounding the
-// new weight stochastically. Internal to optim/; the public API is
-// optim/adamw.h.
+// adamw_update_bf16_sr, adamw_update_bf16_kahan and the fp32 part of adamw_8bit_update), shared
+// so that all of them do the same float operations in the same order and agree bit for bit: the
+// kernels with a fused mirror differ only in the mirror's element type, a template parameter,
+// bf16-pure's in rounding the new weight stochastically, and bf16-kahan's in adding the step to
+// the weight with a compensation. Internal to optim/; the public API is optim/adamw.h.
 //
 // Bit-identity of the xsimd path with the scalar one rests on three things:
 //  - both do the same float operations in the same order: products and sums are separate
@@ -61,20 +61,25 @@ inline Coeffs make_coeffs(const GradStats& stats, const AdamWHyper& hp, int t) {
   return c;
 }
 
-// One element, in float, every operation a separate rounding, in this order. Returns the new w.
-// The reference loops over it; the xsimd kernel does the same operations lane-wise and calls it
-// for the tail.
-inline float adamw_element(float* w, float* g, float* m, float* v, size_t i, const Coeffs& c) {
+// One element's step δ = lr·(m̂/(√v̂ + ε) + wd·w), in float, every operation a separate rounding,
+// in this order; stores m and v and zeroes g (w is the caller's). The new weight is w − δ.
+inline float adamw_delta(const float* w, float* g, float* m, float* v, size_t i, const Coeffs& c) {
   const float grad = std::isfinite(g[i]) ? g[i] * c.clip : 0.0f;
   const float m_new = c.beta1 * m[i] + c.one_minus_beta1 * grad;
   const float v_new = c.beta2 * v[i] + c.one_minus_beta2 * grad * grad;  // ((1-β2)·g')·g'
   const float m_hat = m_new * c.b1_corr;
   const float v_hat = v_new * c.b2_corr;
-  const float w_new = w[i] - c.lr * (m_hat / (std::sqrt(v_hat) + c.eps) + c.wd * w[i]);
-  w[i] = w_new;
   m[i] = m_new;
   v[i] = v_new;
   g[i] = 0.0f;
+  return c.lr * (m_hat / (std::sqrt(v_hat) + c.eps) + c.wd * w[i]);
+}
+
+// One element's update, w −= δ. Returns the new w. The reference loops over it; the xsimd kernel
+// does the same operations lane-wise and calls it for the tail.
+inline float adamw_element(float* w, float* g, float* m, float* v, size_t i, const Coeffs& c) {
+  const float w_new = w[i] - adamw_delta(w, g, m, v, i, c);
+  w[i] = w_new;
   return w_new;
 }
 
@@ -120,15 +125,14 @@ struct Lanes {
   B zero, clip, beta1, one_minus_beta1, beta2, one_minus_beta2, b1_corr, b2_corr, eps, lr, wd;
 };
 
-// adamw_element on the batch of elements from i, lane-wise: stores m and v, zeroes g, and
-// returns the new w (the caller stores it, or its rounding).
-inline simd::Batch<float> adamw_batch(const float* w, float* g, float* m, float* v, size_t i,
-                                      const Lanes& k) {
+// adamw_delta on the batch of elements from i, whose weights are wi, lane-wise: stores m and v,
+// zeroes g, and returns the step δ.
+inline simd::Batch<float> adamw_delta_batch(const simd::Batch<float>& wi, float* g, float* m,
+                                            float* v, size_t i, const Lanes& k) {
   using B = simd::Batch<float>;
   const B gi = B::load_unaligned(g + i);
   const B mi = B::load_unaligned(m + i);
   const B vi = B::load_unaligned(v + i);
-  const B wi = B::load_unaligned(w + i);
   const B grad = xsimd::select(xsimd::isfinite(gi), gi * k.clip, k.zero);
   const B m_new = k.beta1 * mi + k.one_minus_beta1 * grad;
   const B v_new = k.beta2 * vi + k.one_minus_beta2 * grad * grad;
@@ -137,7 +141,15 @@ inline simd::Batch<float> adamw_batch(const float* w, float* g, float* m, float*
   m_new.store_unaligned(m + i);
   v_new.store_unaligned(v + i);
   k.zero.store_unaligned(g + i);
-  return wi - k.lr * (m_hat / (xsimd::sqrt(v_hat) + k.eps) + k.wd * wi);
+  return k.lr * (m_hat / (xsimd::sqrt(v_hat) + k.eps) + k.wd * wi);
+}
+
+// adamw_element on the batch of elements from i: returns the new w (the caller stores it, or its
+// rounding).
+inline simd::Batch<float> adamw_batch(const float* w, float* g, float* m, float* v, size_t i,
+                                      const Lanes& k) {
+  const simd::Batch<float> wi = simd::Batch<float>::load_unaligned(w + i);
+  return wi - adamw_delta_batch(wi, g, m, v, i, k);
 }
 
 // Elements [begin, end) of one range: full xsimd batches, then the < lanes leftover elements
@@ -200,6 +212,42 @@ inline void adamw_stochastic_range(float* w, float* g, float* m, float* v, bf16*
     xsimd::bitwise_cast<simd::Batch<float>>(bits << 16).store_unaligned(w + i);
   }
   for (; i < end; ++i) adamw_stochastic_element(w, g, m, v, wb16, i, c, at);
+}
+
+// The step added to a bf16 weight with Kahan compensation (--precision bf16-kahan): the sum
+// s = comp − δ of the carried compensation and this step, then the weight rounded to the nearest
+// bf16, and what that rounding lost, s − (w_new − w), kept as the next compensation (rounded to
+// bf16 too). w_new − w is exact in f32 whenever the two bf16 values' exponents differ by less
+// than 16, as a step's do. The bits of w_new into wb16[i], its widening into w[i].
+inline void adamw_kahan_element(float* w, float* g, float* m, float* v, bf16* wb16, bf16* comp,
+                                size_t i, const Coeffs& c) {
+  const float w_old = w[i];
+  const float s = bf16_to_f32(comp[i]) - adamw_delta(w, g, m, v, i, c);
+  wb16[i] = f32_to_bf16(w_old + s);
+  const float w_new = bf16_to_f32(wb16[i]);
+  comp[i] = f32_to_bf16(s - (w_new - w_old));
+  w[i] = w_new;
+}
+
+// Elements [begin, end) of one range as adamw_kahan_element, a batch at a time.
+inline void adamw_kahan_range(float* w, float* g, float* m, float* v, bf16* wb16, bf16* comp,
+                              size_t begin, size_t end, const Coeffs& c) {
+  using B = simd::Batch<float>;
+  using simd::U32;
+  constexpr size_t kLanes = B::size;
+  const Lanes k(c);
+  size_t i = begin;
+  for (; i + kLanes <= end; i += kLanes) {
+    const B w_old = B::load_unaligned(w + i);
+    const B comp_in = xsimd::bitwise_cast<B>(simd::load_widened_bits(comp + i));
+    const B s = comp_in - adamw_delta_batch(w_old, g, m, v, i, k);
+    const U32 bits = simd::round_to_bf16_bits(xsimd::bitwise_cast<U32>(w_old + s));
+    simd::store_low_halves(wb16 + i, bits);
+    const B w_new = xsimd::bitwise_cast<B>(bits << 16);
+    simd::store_bf16(comp + i, s - (w_new - w_old));
+    w_new.store_unaligned(w + i);
+  }
+  for (; i < end; ++i) adamw_kahan_element(w, g, m, v, wb16, comp, i, c);
 }
 
 #pragma GCC diagnostic pop

@@ -98,6 +98,7 @@ KernelTable reference_kernels() {
   t.adamw_update_f16 = adamw_update_f16;
   t.adamw_update_bf16 = adamw_update_bf16;
   t.adamw_update_bf16_sr = adamw_update_bf16_sr;
+  t.adamw_update_bf16_kahan = adamw_update_bf16_kahan;
   t.adamw_8bit_update = adamw_8bit_update;
   return t;
 }
@@ -141,6 +142,7 @@ KernelTable fast_kernels(MatmulKind matmul, AttentionKind attention) {
   t.adamw_update_f16 = adamw_update_f16_fast;
   t.adamw_update_bf16 = adamw_update_bf16_fast;
   t.adamw_update_bf16_sr = adamw_update_bf16_sr_fast;
+  t.adamw_update_bf16_kahan = adamw_update_bf16_kahan_fast;
   t.adamw_8bit_update = adamw_8bit_update_fast;
   return t;
 }

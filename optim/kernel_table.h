@@ -70,6 +70,7 @@ struct KernelTable {
   decltype(&adamw_update_f16_fast) adamw_update_f16;
   decltype(&adamw_update_bf16_fast) adamw_update_bf16;
   decltype(&adamw_update_bf16_sr_fast) adamw_update_bf16_sr;
+  decltype(&adamw_update_bf16_kahan_fast) adamw_update_bf16_kahan;
   decltype(&adamw_8bit_update_fast) adamw_8bit_update;
 };
 

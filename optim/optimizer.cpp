@@ -11,12 +11,12 @@ size_t quant_scale_count(size_t wd_end, size_t total) {
   return quant_blocks(wd_end) + quant_blocks(total - wd_end);
 }
 
-size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, size_t total) {
-  return optimizer_state_bytes(kind, wd_end, Shard{0, total});
+size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, size_t total, bool kahan) {
+  return optimizer_state_bytes(kind, wd_end, Shard{0, total}, kahan);
 }
 
-size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, const Shard& shard) {
-  if (kind == Optimizer::kAdamW) return 2 * shard.size() * sizeof(float);
+size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, const Shard& shard, bool kahan) {
+  if (kind == Optimizer::kAdamW) return shard.size() * (2 * sizeof(float) + kahan * sizeof(bf16));
   const size_t scales =
       quant_scale_index(shard.end, wd_end) - quant_scale_index(shard.begin, wd_end);
   return 2 * (quant_words(shard.size()) * sizeof(uint32_t) + scales * sizeof(float));
@@ -26,12 +26,21 @@ OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kern
     : OptimizerState(kind, wd_end, total, kernels, Shard{0, total}) {}
 
 OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels,
-                               Shard shard)
-    : kind_(kind), kt_(kernel_table(kernels)), wd_end_(wd_end), total_(total), shard_(shard) {
+                               Shard shard, bool kahan)
+    : kind_(kind),
+      kt_(kernel_table(kernels)),
+      wd_end_(wd_end),
+      total_(total),
+      shard_(shard),
+      kahan_(kahan) {
   const size_t n = shard_.size();
+  if (kahan && kind != Optimizer::kAdamW) {
+    throw std::logic_error("adamw8bit has no Kahan-compensated update (bf16-kahan)");
+  }
   if (kind == Optimizer::kAdamW) {
     m_ = AlignedBuffer<float>(n);
     v_ = AlignedBuffer<float>(n);
+    if (kahan) compensation_ = AlignedBuffer<bf16>(n);  // zeroed: +0 in every element
   } else {
     const size_t scales = quant_scale_index(shard_.end, wd_end_) - first_scale();
     m_codes_ = AlignedBuffer<uint32_t>(quant_words(n));
@@ -103,8 +112,8 @@ void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, WeightMi
   const float grad_stats[2] = {stats.grad_norm, stats.clip};
   const size_t n = r.size;
   if (kind_ == Optimizer::kAdamW8bit) {
-    if (mirror.stochastic) {
-      throw std::logic_error("adamw8bit has no stochastically rounded update (bf16-pure)");
+    if (mirror.rounding != Bf16Rounding::kNone) {
+      throw std::logic_error("adamw8bit has no update for bf16-only weights (bf16-pure, -kahan)");
     }
     const size_t first_block = quant_scale_index(r.begin, wd_end_) - first_scale();
     uint32_t *mc = m_codes_.data() + at / 4, *vc = v_codes_.data() + at / 4;
@@ -115,7 +124,16 @@ void OptimizerState::update(float* w_all, float* g_all, size_t g_begin, WeightMi
     return;
   }
   float *m = m_.data() + at, *v = v_.data() + at;
-  if (mirror.stochastic) {
+  if ((mirror.rounding == Bf16Rounding::kKahan) != kahan_) {
+    throw std::logic_error("a bf16-kahan step needs a state with its compensation, and only it");
+  }
+  if (mirror.rounding == Bf16Rounding::kKahan) {
+    bf16* wb16 = mirror.wb16 + r.begin;
+    bf16* comp = compensation_.data() + at;
+    dump_call(dump_, "optim", "adamw_update_bf16_kahan",
+              {w, g, m, v, grad_stats, nullptr, nullptr, nullptr, wb16, comp}, {{"size", n}},
+              [&] { kt_.adamw_update_bf16_kahan(w, g, m, v, wb16, comp, n, stats, hp, t); });
+  } else if (mirror.rounding == Bf16Rounding::kStochastic) {
     bf16* wb16 = mirror.wb16 + r.begin;
     dump_call(dump_, "optim", "adamw_update_bf16_sr",
               {w, g, m, v, grad_stats, nullptr, nullptr, nullptr, wb16}, {{"size", n}}, [&] {

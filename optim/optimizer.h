@@ -7,11 +7,13 @@
 //   adamw,     bf16:   adamw_update_bf16 (the bf16 mirror written in the same pass)
 //   adamw,     bf16-pure: adamw_update_bf16_sr (the new weight rounded to bf16 stochastically,
 //                      into the mirror and back into w)
+//   adamw,     bf16-kahan: adamw_update_bf16_kahan (the step added to the bf16 weight with a
+//                      compensation the state keeps, rounded to nearest, into the mirror and w)
 //   adamw8bit, fp32:   adamw_8bit_update
 //   adamw8bit, mixed:  adamw_8bit_update, then a cast_f32_to_f16 pass (the GPU's 8-bit kernel
 //                      has no mirror binding)
 //   adamw8bit, bf16:   adamw_8bit_update, then a cast_f32_to_bf16 pass (likewise)
-//   adamw8bit, bf16-pure: not run (the run's options refuse it)
+//   adamw8bit, bf16-pure, bf16-kahan: not run (the run's options refuse it)
 // Either way the mirror has the same bits: a fused mirror rounds as the cast does.
 // Kernels::kFast runs each kernel's `_fast` version, kReference its plain scalar reference; the
 // two give the same bits (optim/adamw.h).
@@ -34,15 +36,19 @@ namespace reftrain {
 // adamw: fp32 m and v. adamw8bit: m and v as 8-bit codes with one fp32 scale per 256 elements.
 enum class Optimizer { kAdamW, kAdamW8bit };
 
+// How a step rounds weights that are bf16 values only (no fp32 master): stochastically
+// (bf16-pure, adamw_update_bf16_sr) or to nearest with a Kahan compensation (bf16-kahan,
+// adamw_update_bf16_kahan). kNone: the weights are fp32, and a bf16 mirror is their rounding.
+enum class Bf16Rounding { kNone, kStochastic, kKahan };
+
 // The weights' forward mirror a step writes, over the whole mega-buffer: the fp16 one (mixed
-// precision), the bf16 one (bf16 and bf16-pure), or none (fp32, both null). At most one is set.
-// bf16-pure (stochastic): the weights are bf16 values only, so the step rounds each new weight
-// into wb16 stochastically (adamw_update_bf16_sr), its noise keyed by `seed`, and writes the
-// rounded value back into w.
+// precision), the bf16 one (bf16, bf16-pure and bf16-kahan), or none (fp32, both null). At most
+// one is set. With bf16 weights only (rounding not kNone) the step writes each new weight into
+// wb16 and its widening back into w; the stochastic rounding's noise is keyed by `seed`.
 struct WeightMirror {
   f16* w16 = nullptr;
   bf16* wb16 = nullptr;
-  bool stochastic = false;
+  Bf16Rounding rounding = Bf16Rounding::kNone;
   uint32_t seed = 0;
 };
 
@@ -54,17 +60,19 @@ inline uint32_t stochastic_seed(uint64_t seed) {
 // adamw8bit: fp32 scales per moment, one per 256-element block of the wd range, then of the
 // no-wd range (each range starts a block).
 size_t quant_scale_count(size_t wd_end, size_t total);
-// Bytes of optimizer state for `total` mega-buffer slots, or for the part of them in `shard`.
-size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, size_t total);
-size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, const Shard& shard);
+// Bytes of optimizer state for `total` mega-buffer slots, or for the part of them in `shard`;
+// `kahan`: with bf16-kahan's compensation.
+size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, size_t total, bool kahan = false);
+size_t optimizer_state_bytes(Optimizer kind, size_t wd_end, const Shard& shard, bool kahan = false);
 
 class OptimizerState {
  public:
   // Zero state (m = v = 0) for a mega-buffer of `total` floats whose first `wd_end` decay: all
   // of it, or (ZeRO-1, optim/zero_shard.h) only the elements of `shard`, which starts on a block
-  // boundary.
+  // boundary. `kahan` (adamw only): with a zero compensation too, for bf16-kahan's steps.
   OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels = Kernels::kFast);
-  OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels, Shard shard);
+  OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kernels kernels, Shard shard,
+                 bool kahan = false);
 
   // One step at t ≥ 1 of a state that holds the whole buffer: updates w (and the mirror, when
   // one is set) from g with hp (hp.wd is the wd range's decay; the no-wd range uses 0) after
@@ -86,11 +94,14 @@ class OptimizerState {
   // The state itself, for checkpoints. adamw: m and v, fp32 in the layout of w. adamw8bit:
   // m_codes and v_codes, one byte per element of w (4 per uint32, element 4i+j in byte j), and
   // m_scales and v_scales, one per 256-element block: the wd range's blocks, then the no-wd
-  // range's. The buffers of the other kind are empty. A sharded state holds the shard's part:
-  // elements (and code bytes) from shard().begin, scales from first_scale().
+  // range's. The buffers of the other kind are empty. kahan: bf16-kahan's compensation, bf16 in
+  // the layout of w (empty without). A sharded state holds the shard's part: elements (and code
+  // bytes) from shard().begin, scales from first_scale().
   Optimizer kind() const { return kind_; }
+  bool has_kahan() const { return kahan_; }
   AlignedBuffer<float>& m() { return m_; }
   AlignedBuffer<float>& v() { return v_; }
+  AlignedBuffer<bf16>& kahan() { return compensation_; }
   AlignedBuffer<uint32_t>& m_codes() { return m_codes_; }
   AlignedBuffer<uint32_t>& v_codes() { return v_codes_; }
   AlignedBuffer<float>& m_scales() { return m_scales_; }
@@ -113,6 +124,8 @@ class OptimizerState {
   AlignedBuffer<float> m_, v_;  // adamw: fp32 moments, layout of w
   AlignedBuffer<uint32_t> m_codes_, v_codes_;  // adamw8bit: 4 codes per word, layout of w
   AlignedBuffer<float> m_scales_, v_scales_;   // adamw8bit: wd range's blocks, then no-wd's
+  bool kahan_;
+  AlignedBuffer<bf16> compensation_;  // bf16-kahan: layout of w
   KernelDump* dump_ = nullptr;
 };
 

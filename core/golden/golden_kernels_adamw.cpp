@@ -1,5 +1,6 @@
 // Golden fixtures of the optimizer: optim/adamw's (reduce_norm_sq, finalize_grad_stats,
-// adamw_update, adamw_update_f16, adamw_update_bf16, adamw_update_bf16_sr) and optim/adamw8bit's
+// adamw_update, adamw_update_f16, adamw_update_bf16, adamw_update_bf16_sr,
+// adamw_update_bf16_kahan) and optim/adamw8bit's
 // (adamw_8bit_update), in one file because they share the gradient and state drawing (make_grads,
 // make_adamw_common), the step's uniforms and the tolerances. Their bindings are the WGSL bind
 // groups of 12_optimizer.wgsl, in order (adamw_update_bf16, which the study lacks, binds
@@ -71,13 +72,21 @@ Step step_of(const KernelDims& d) {
   return {d.name == "small" ? 1 : 10, {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f}};
 }
 
-// w, g, m, v and the uniforms; m and v zero at t = 1 (the first step), otherwise an Adam state.
-// Returns the fp32 m and v drawn (for the 8-bit kernel to quantize).
+// w, g, m, v and the uniforms; m and v zero at t = 1 (the first step), otherwise an Adam state;
+// bf16_weights: w rounded to bf16 (the weights of bf16-kahan). Returns the fp32 m and v drawn
+// (for the 8-bit kernel to quantize).
 std::pair<std::vector<float>, std::vector<float>> make_adamw_common(FixtureGen& g,
                                                                     const KernelDims& d,
-                                                                    bool fp32_state) {
+                                                                    bool fp32_state,
+                                                                    bool bf16_weights = false) {
   const Step s = step_of(d);
-  g.normal("w_in", {d.n}, 0.5);
+  if (bf16_weights) {
+    std::vector<float> w = g.draw_normal("w_in", size_t(d.n), 0.5);
+    for (float& x : w) x = bf16_to_f32(f32_to_bf16(x));
+    g.add("w_in", {d.n}, w);
+  } else {
+    g.normal("w_in", {d.n}, 0.5);
+  }
   const std::vector<float> grads = make_grads(g, d, "g_in");
   std::vector<float> m(size_t(d.n), 0.0f), v(size_t(d.n), 0.0f);
   if (s.t > 1) {
@@ -172,6 +181,29 @@ void run_adamw_bf16_sr(FixtureIo<float>& io, const KernelDims& d) {
                        s.stats, s.hp, s.t, kNoiseSeed, kFirst);
   put_state(io, s, d, true);
   io.put_raw("wb16", DType::kBF16, {d.n}, wb16.data());
+}
+
+// bf16-kahan's update: the weights are bf16 values, as the run keeps them, and the compensation
+// carried in is a bf16 of about half a weight ulp (2^-9 of |w| ~ 0.5: ~1e-3).
+Json make_adamw_kahan(FixtureGen& g, const KernelDims& d) {
+  make_adamw_common(g, d, true, true);
+  std::vector<bf16> comp(size_t(d.n));
+  const std::vector<float> c = g.draw_normal("comp", size_t(d.n), 1e-3);
+  cast_f32_to_bf16(comp.data(), c.data(), c.size());
+  g.add_raw("comp_in", DType::kBF16, {d.n}, comp.data());
+  return adamw_params(d);
+}
+
+void run_adamw_bf16_kahan(FixtureIo<float>& io, const KernelDims& d) {
+  AdamWState s = read_state(io, true);
+  std::vector<bf16> wb16(size_t(d.n)), comp(size_t(d.n));
+  const std::vector<uint16_t> comp_in = io.bf16_bits("comp_in");
+  for (size_t i = 0; i < comp.size(); ++i) comp[i].bits = comp_in[i];
+  adamw_update_bf16_kahan(s.w.data(), s.g.data(), s.m.data(), s.v.data(), wb16.data(), comp.data(),
+                          size_t(d.n), s.stats, s.hp, s.t);
+  put_state(io, s, d, true);
+  io.put_raw("wb16", DType::kBF16, {d.n}, wb16.data());
+  io.put_raw("comp", DType::kBF16, {d.n}, comp.data());
 }
 
 // 8-bit state: the fp32 m and v quantized block by block (256 elements), codes packed 4 per u32
@@ -289,6 +321,25 @@ void add_adamw_kernels(std::vector<KernelSpec>& v) {
       "^ mix(t ^ mix(seed))) >> 16 over u32, mix(x): x ^= x >> 16; x *= 0x7FEB352D; x ^= x >> "
       "15; x *= 0x846CA68B; x ^= x >> 16";
   v.push_back(s);
+  KernelSpec k = adamw_spec("adamw_update_bf16_kahan", make_adamw_kahan, run_adamw_bf16_kahan);
+  k.twin_seed = "";
+  k.tolerances["m"] = k.tolerances["v"] = moment_tolerance();
+  k.tolerances["wb16"] = b.tolerances["wb16"];
+  k.tolerances["w"] = close(7.9e-3, 0,
+                            "w is the widening of wb16: one bf16 step (at most 2^-7 of |w|) "
+                            "where wb16 lands on its neighbour; a missed rounding leaves w's "
+                            "low 16 bits set");
+  k.tolerances["comp"] = ulps(1,
+                              "the twin's step δ may lie an ulp from reftrain's (WGSL's ÷), which "
+                              "moves s − (w_new − w) by about 2^-24 of δ: across a bf16 rounding "
+                              "boundary of the compensation once in ~2^16 elements; a dropped "
+                              "compensation or a wrong sign changes every element");
+  k.numerics = bf16_numerics(false);
+  k.numerics["kahan"] =
+      "s = f32(comp) - delta; wb16 = bf16(w + s); comp = bf16(s - (f32(wb16) - w)); every "
+      "operation a separate f32 rounding in this order, bf16(x) round to nearest even with "
+      "bf16's subnormal and NaN rules";
+  v.push_back(k);
   KernelSpec e = adamw_spec("adamw_8bit_update", make_adamw_8bit, run_adamw_8bit);
   const Tolerance codes = close(0, 1,
                                 "one code step where a quotient lands on a rounding boundary; m "

@@ -56,11 +56,12 @@ Json pipeline(const ModelConfig& m, const TrainConfig& t) {
   p.push_back("reduce_norm_sq over the whole gradient mega-buffer; finalize_grad_stats");
   const bool eight = t.optimizer == Optimizer::kAdamW8bit;
   const bool mixed = t.precision == Precision::kMixed, bf16 = bf16_products(t.precision);
-  const std::string update = eight                                 ? "adamw_8bit_update"
-                             : mixed                               ? "adamw_update_f16"
-                             : t.precision == Precision::kBf16Pure ? "adamw_update_bf16_sr"
-                             : bf16                                ? "adamw_update_bf16"
-                                                                   : "adamw_update";
+  const std::string update = eight                                  ? "adamw_8bit_update"
+                             : mixed                                ? "adamw_update_f16"
+                             : t.precision == Precision::kBf16Pure  ? "adamw_update_bf16_sr"
+                             : t.precision == Precision::kBf16Kahan ? "adamw_update_bf16_kahan"
+                             : bf16                                 ? "adamw_update_bf16"
+                                                                    : "adamw_update";
   p.push_back(update + " on [0, wd_end) with wd, then on [wd_end, floats) with wd = 0");
   // The 8-bit kernel writes no mirror: a cast pass does (optim/optimizer.h).
   if (eight && mixed) p.push_back("cast_f32_to_f16 of the whole weight buffer into the mirror");
@@ -79,6 +80,12 @@ std::string mixed_precision_text(Precision p) {
              "to nearest even, each step's by adamw_update_bf16_sr (stochastic rounding, its "
              "noise keyed by the run's seed folded to 32 bits, low ^ high, the step and each "
              "element's index in the mega-buffer)";
+    case Precision::kBf16Kahan:
+      return mixed_precision_text(Precision::kBf16) +
+             "; bf16-kahan: no fp32 master, the weights are bf16 values: the initial ones rounded "
+             "to nearest even, each step's by adamw_update_bf16_kahan (the step plus a bf16 "
+             "compensation per weight, from +0 at the start, added to the weight and rounded to "
+             "nearest even; what the rounding lost becomes the next compensation)";
     case Precision::kMixed:
       return "every matmul that reads a weight reads its fp16 mirror f16(clamp(w, +-65504)) "
              "(round to nearest even), widened to f32";

@@ -172,9 +172,8 @@ void Model::refresh_mirror() {
   } else if (bf16_products(precision_)) {
     b16_.weights_mm->forget_weights();
     kt_.cast_f32_to_bf16(wb16_.data(), w_.data(), w_.size());
-    // bf16-pure keeps no fp32 master: the weights are their bf16 values from here on
-    if (precision_ == Precision::kBf16Pure)
-      kt_.cast_bf16_to_f32(w_.data(), wb16_.data(), w_.size());
+    // bf16-pure and bf16-kahan keep no fp32 master: the weights are their bf16 values from here
+    if (bf16_only_weights(precision_)) kt_.cast_bf16_to_f32(w_.data(), wb16_.data(), w_.size());
   }
 }
 

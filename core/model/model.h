@@ -47,7 +47,10 @@ class Model {
   // the caller may change them.
   WeightMirror weight_mirror() {
     if (b16_.weights_mm) b16_.weights_mm->forget_weights();
-    return {w16_.data(), wb16_.data(), precision_ == Precision::kBf16Pure, noise_seed_};
+    const Bf16Rounding rounding = precision_ == Precision::kBf16Pure    ? Bf16Rounding::kStochastic
+                                  : precision_ == Precision::kBf16Kahan ? Bf16Rounding::kKahan
+                                                                        : Bf16Rounding::kNone;
+    return {w16_.data(), wb16_.data(), rounding, noise_seed_};
   }
 
   // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
@@ -55,9 +58,9 @@ class Model {
   // key their rounding noise by the same seed (stochastic_seed).
   void init_weights(uint64_t seed);
   // w16 = f16(clamp(w, ±65504)) (round-to-nearest-even), in mixed precision; the bf16 mirror
-  // bf16(w) (cast_f32_to_bf16) in bf16 precision; in bf16-pure the same, and then w = f32(mirror):
-  // the weights become bf16 values (round to nearest even). Call after every change of the
-  // weights that did not write the mirror itself (an optimizer step writes it).
+  // bf16(w) (cast_f32_to_bf16) in bf16 precision; in bf16-pure and bf16-kahan the same, and then
+  // w = f32(mirror): the weights become bf16 values (round to nearest even). Call after every
+  // change of the weights that did not write the mirror itself (an optimizer step writes it).
   void refresh_mirror();
 
   // Forward over B×T tokens (≤ the construction sizes): the embedding, every layer, the final

@@ -1,12 +1,12 @@
-// bf16 precision's products (Precision::kBf16 and kBf16Pure): what Model's linear and attention
-// calls run instead of the fp32 kernels. Each operand is rounded to bf16 as it enters its product,
-// one cast_f32_to_bf16 call per operand (so a GPU replay's dump pairs with ours call for call). A
-// training step keeps the roundings of the products' input activations (the norms' outputs, qkv,
-// the attention's output, the MLP's hidden activation) from the forward, and its backward reads
-// them again instead of casting the same f32 values a second time: the casts are memory-bound
-// passes, and these were about 30 % of their elements (baby). That costs 6C + F bf16 per token and
-// layer (bf16_operand_bytes counts it). The probabilities are rounded again: keeping them would
-// cost B·NH·T² per layer, more than all the rest at T = 1024.
+// bf16 precision's products (Precision::kBf16, kBf16Pure and kBf16Kahan): what Model's linear and
+// attention calls run instead of the fp32 kernels. Each operand is rounded to bf16 as it enters its
+// product, one cast_f32_to_bf16 call per operand (so a GPU replay's dump pairs with ours call for
+// call). A training step keeps the roundings of the products' input activations (the norms'
+// outputs, qkv, the attention's output, the MLP's hidden activation) from the forward, and its
+// backward reads them again instead of casting the same f32 values a second time: the casts are
+// memory-bound passes, and these were about 30 % of their elements (baby). That costs 6C + F bf16
+// per token and layer (bf16_operand_bytes counts it). The probabilities are rounded again: keeping
+// them would cost B·NH·T² per layer, more than all the rest at T = 1024.
 #include <stdexcept>
 #include <string>
 

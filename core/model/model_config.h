@@ -18,12 +18,19 @@ enum class Arch { kGpt2, kLlama };
 // master weights stay fp32 (docs/numerics.md, "bf16 training"). bf16-pure: bf16's products, but
 // the weights are bf16 values only (no fp32 master): each step rounds every new weight to bf16
 // stochastically, its noise a hash of (seed, step, element index) (optim/adamw.h's
-// adamw_update_bf16_sr; docs/numerics.md, "bf16-pure weights").
-enum class Precision { kFp32, kMixed, kBf16, kBf16Pure };
+// adamw_update_bf16_sr; docs/numerics.md, "bf16-pure weights"). bf16-kahan: the same, but each
+// step rounds to nearest and keeps what the rounding lost in a bf16 compensation per weight, added
+// to the next step (adamw_update_bf16_kahan).
+enum class Precision { kFp32, kMixed, kBf16, kBf16Pure, kBf16Kahan };
 
-// Whether a precision runs the bf16 products (bf16 and bf16-pure).
+// Whether the weights are bf16 values only, with no fp32 master (bf16-pure and bf16-kahan).
+inline bool bf16_only_weights(Precision p) {
+  return p == Precision::kBf16Pure || p == Precision::kBf16Kahan;
+}
+
+// Whether a precision runs the bf16 products (bf16, bf16-pure and bf16-kahan).
 inline bool bf16_products(Precision p) {
-  return p == Precision::kBf16 || p == Precision::kBf16Pure;
+  return p == Precision::kBf16 || bf16_only_weights(p);
 }
 
 // gpt2's MLP activation: the tanh GELU (GPT-2's own, Hugging Face's "gelu_new") or the exact erf
@@ -78,7 +85,8 @@ struct EnumNames<Precision> {
   static constexpr NamedValue<Precision> values[] = {{Precision::kFp32, "fp32"},
                                                      {Precision::kMixed, "mixed"},
                                                      {Precision::kBf16, "bf16"},
-                                                     {Precision::kBf16Pure, "bf16-pure"}};
+                                                     {Precision::kBf16Pure, "bf16-pure"},
+                                                     {Precision::kBf16Kahan, "bf16-kahan"}};
 };
 template <>
 struct EnumNames<Activation> {

@@ -78,7 +78,7 @@ uint64_t parse_hash(const std::string& s) {
 
 // ---- the tensors: one list drives saving, validating and restoring ----------------------------
 
-enum class Buf { kWeights, kM, kV, kMCodes, kVCodes, kMScales, kVScales };
+enum class Buf { kWeights, kM, kV, kKahan, kMCodes, kVCodes, kMScales, kVScales };
 
 struct StateTensor {
   std::string name;
@@ -89,7 +89,8 @@ struct StateTensor {
   size_t bytes;
 };
 
-std::vector<StateTensor> state_tensors(const ParamLayout& layout, Optimizer kind) {
+// kahan: bf16-kahan's compensation too, bf16 in the weight's shape (optimizer.kahan.<name>).
+std::vector<StateTensor> state_tensors(const ParamLayout& layout, Optimizer kind, bool kahan) {
   std::vector<StateTensor> out;
   auto add = [&out](std::string name, DType dtype, std::vector<int64_t> shape, Buf buf,
                     size_t offset) {
@@ -106,6 +107,7 @@ std::vector<StateTensor> state_tensors(const ParamLayout& layout, Optimizer kind
       const std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
       add("optimizer.m." + t.name, DType::kF32, shape, Buf::kM, t.offset);
       add("optimizer.v." + t.name, DType::kF32, shape, Buf::kV, t.offset);
+      if (kahan) add("optimizer.kahan." + t.name, DType::kBF16, shape, Buf::kKahan, t.offset);
     }
   } else {
     const int64_t codes = int64_t(quant_words(layout.total()) * 4);
@@ -136,6 +138,8 @@ StateBytes optimizer_bytes(Buf b, OptimizerState& opt) {
       return of(opt.m(), opt.shard().begin);
     case Buf::kV:
       return of(opt.v(), opt.shard().begin);
+    case Buf::kKahan:
+      return of(opt.kahan(), opt.shard().begin);
     case Buf::kMCodes:  // four codes per word: the word of element i holds byte i
       return {reinterpret_cast<uint8_t*>(opt.m_codes().data()), opt.shard().begin,
               opt.m_codes().size() * sizeof(uint32_t)};
@@ -152,9 +156,15 @@ StateBytes optimizer_bytes(Buf b, OptimizerState& opt) {
   throw std::logic_error("optimizer_bytes: the weights are the model's");
 }
 
-// Tensor t's bytes in the whole state: weights-shaped m and v sit at their tensor's offset.
+// Tensor t's bytes in the whole state: weights-shaped m, v and compensation sit at their tensor's
+// offset.
 size_t state_byte_offset(const StateTensor& t) {
+  if (t.buf == Buf::kKahan) return t.offset * sizeof(bf16);
   return t.buf == Buf::kM || t.buf == Buf::kV ? t.offset * sizeof(float) : t.offset;
+}
+
+bool kahan_state(const TrainConfig& t) {
+  return t.precision == Precision::kBf16Kahan;
 }
 
 // ---- metadata ---------------------------------------------------------------------------------
@@ -186,13 +196,17 @@ void add_derived_state(std::map<std::string, std::string>& md, const CheckpointM
            {"t", m.updates},
            {"state", q8 ? "optimizer.{m,v}_codes: one byte per mega-buffer element; "
                           "optimizer.{m,v}_scales: one per 256-element block, wd range first"
-                        : "optimizer.m.<name>, optimizer.v.<name>: fp32, the weight's shape"},
+                     : kahan_state(t)
+                         ? "optimizer.m.<name>, optimizer.v.<name>: fp32, the weight's shape; "
+                           "optimizer.kahan.<name>: bf16, the compensation carried into the "
+                           "next step"
+                         : "optimizer.m.<name>, optimizer.v.<name>: fp32, the weight's shape"},
            {"fp16_mirror", t.precision == Precision::kMixed
                                ? "not stored: f16(clamp(w, +-65504)), round to nearest even"
                            : t.precision == Precision::kBf16
                                ? "none; the bf16 mirror is not stored: bf16(w), round to "
                                  "nearest even, subnormals to 0"
-                           : t.precision == Precision::kBf16Pure
+                           : bf16_only_weights(t.precision)
                                ? "none; the weights are bf16 values (stored widened to fp32), "
                                  "the mirror their bits"
                                : "none (fp32 run)"}});
@@ -425,6 +439,16 @@ long flock_holder(const struct stat& st) {
 // and v and the scales are never negative: such a state would make the resumed run's updates NaN,
 // and its NaN stop would then advise lowering --lr for what is a damaged file.
 void check_optimizer_state(const StateTensor& t, const SafeTensor& s) {
+  if (t.dtype == DType::kBF16) {  // the compensation: any sign, never NaN
+    for (size_t i = 0; i < s.numel(); ++i) {
+      uint16_t x;
+      std::memcpy(&x, s.bytes.data() + 2 * i, 2);  // safetensors is little-endian, as we are
+      if ((x & 0x7FFF) > 0x7F80) {
+        throw std::runtime_error("optimizer state " + t.name + " element " + std::to_string(i) +
+                                 " is NaN; the checkpoint is damaged and cannot be resumed");
+      }
+    }
+  }
   if (t.dtype != DType::kF32) return;  // 8-bit codes: every byte is a valid code
   const bool signed_ok = t.buf == Buf::kM;
   const std::vector<float> x = s.as<float>();
@@ -585,7 +609,8 @@ std::string save_checkpoint(const std::string& dir, const CheckpointMeta& meta, 
                             Model& model, OptimizerState& optimizer) {
   const std::string path = (fs::path(dir) / checkpoint_file_name(meta.step)).string();
   std::vector<TensorRef> refs;
-  for (const StateTensor& t : state_tensors(model.layout(), meta.train.optimizer)) {
+  for (const StateTensor& t :
+       state_tensors(model.layout(), meta.train.optimizer, kahan_state(meta.train))) {
     const void* data = static_cast<const void*>(model.weights() + t.offset);
     if (t.buf != Buf::kWeights) {
       const StateBytes held = optimizer_bytes(t.buf, optimizer);
@@ -616,7 +641,8 @@ Checkpoint read_checkpoint_file(const std::string& path) {
     validate(c.meta.model, c.meta.train);
     const ParamLayout layout = param_layout(c.meta.model);
     const Json sums = stored_checksums(c.file.metadata);
-    for (const StateTensor& t : state_tensors(layout, c.meta.train.optimizer)) {
+    for (const StateTensor& t :
+         state_tensors(layout, c.meta.train.optimizer, kahan_state(c.meta.train))) {
       const SafeTensor& s = c.file.get(t.name, t.shape);
       if (s.dtype != t.dtype) {
         throw std::runtime_error("tensor '" + t.name + "' is " + dtype_name(s.dtype) +
@@ -674,11 +700,12 @@ void restore_model(const Checkpoint& ckpt, Model& model) {
 }
 
 void restore_optimizer(const Checkpoint& ckpt, OptimizerState& optimizer) {
-  if (optimizer.kind() != ckpt.meta.train.optimizer) {
+  const bool kahan = kahan_state(ckpt.meta.train);
+  if (optimizer.kind() != ckpt.meta.train.optimizer || optimizer.has_kahan() != kahan) {
     throw std::logic_error("restore_optimizer: the optimizer was not made from the checkpoint");
   }
   const ParamLayout layout = param_layout(ckpt.meta.model);
-  for (const StateTensor& t : state_tensors(layout, ckpt.meta.train.optimizer)) {
+  for (const StateTensor& t : state_tensors(layout, ckpt.meta.train.optimizer, kahan)) {
     if (t.buf == Buf::kWeights) continue;
     const SafeTensor& s = ckpt.file.get(t.name, t.shape);
     // The part of the tensor the state holds (all of it, unless the state is a shard).

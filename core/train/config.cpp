@@ -179,11 +179,11 @@ void validate(const ModelConfig& m, const TrainConfig& t) {
                       " runs the materialised attention, not --attention " +
                       enum_name(t.attention));
   }
-  if (t.precision == Precision::kBf16Pure && t.optimizer != Optimizer::kAdamW) {
-    throw usage_error(
-        "--precision bf16-pure runs --optimizer adamw (its update rounds each new "
-        "weight to bf16 stochastically), not --optimizer " +
-        std::string(enum_name(t.optimizer)));
+  if (bf16_only_weights(t.precision) && t.optimizer != Optimizer::kAdamW) {
+    throw usage_error(std::string("--precision ") + enum_name(t.precision) +
+                      " runs --optimizer adamw (its update rounds each new weight to bf16), not "
+                      "--optimizer " +
+                      enum_name(t.optimizer));
   }
   try {
     kernel_table(t.kernels, t.matmul, t.attention);  // the one place the column's rule lives

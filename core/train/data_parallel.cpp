@@ -108,12 +108,14 @@ std::vector<float> DataParallel::gather(float loss) {
 std::unique_ptr<OptimizerState> DataParallel::gather_state(OptimizerState& mine) {
   std::unique_ptr<OptimizerState> whole;
   if (comm_.root()) {
-    whole = std::make_unique<OptimizerState>(mine.kind(), wd_end_, total_, Kernels::kFast);
+    whole = std::make_unique<OptimizerState>(mine.kind(), wd_end_, total_, Kernels::kFast,
+                                             Shard{0, total_}, mine.has_kahan());
   }
   // Each buffer's parts: element (or code byte) ranges of the shards, or their scale ranges.
-  std::vector<Part> elements, codes, scales;
+  std::vector<Part> elements, halves, codes, scales;
   for (const ZeroShard& z : shards_) {
     elements.push_back(part_of<float>(z.state));
+    halves.push_back(part_of<bf16>(z.state));
     codes.push_back({z.state.begin, quant_words(z.state.size()) * sizeof(uint32_t)});
     const size_t first = quant_scale_index(z.state.begin, wd_end_);
     scales.push_back(
@@ -125,6 +127,8 @@ std::unique_ptr<OptimizerState> DataParallel::gather_state(OptimizerState& mine)
   if (mine.kind() == Optimizer::kAdamW) {
     comm_.gather_parts(mine.m().data(), dst(&OptimizerState::m), elements);
     comm_.gather_parts(mine.v().data(), dst(&OptimizerState::v), elements);
+    if (mine.has_kahan())
+      comm_.gather_parts(mine.kahan().data(), dst(&OptimizerState::kahan), halves);
   } else {
     comm_.gather_parts(mine.m_codes().data(), dst(&OptimizerState::m_codes), codes);
     comm_.gather_parts(mine.v_codes().data(), dst(&OptimizerState::v_codes), codes);

@@ -37,7 +37,8 @@ std::vector<TrainField> make_fields() {
       {"precision", G::kTrain, "precision",
        "fp32; mixed: matmuls read the fp16 weight mirror; bf16: every product (linear and "
        "attention) in bf16 with f32 sums, the rest fp32; bf16-pure: bf16's products, and the "
-       "weights bf16 values (no fp32 master), each update rounded stochastically (default fp32)",
+       "weights bf16 values (no fp32 master), each update rounded stochastically; bf16-kahan: "
+       "the same, each update rounded to nearest with a bf16 compensation (default fp32)",
        &TC::precision},
       {"attention", G::kTrain, "attention",
        "fused (online softmax, keeps the row logsumexp) or materialised (the reference, keeps "

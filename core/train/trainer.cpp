@@ -52,7 +52,8 @@ MemoryEstimate estimate_memory(const ModelConfig& model, const TrainConfig& t, i
                       bf16_workspace_bytes(model, t.precision, t.kernels, t.batch, t.seq);
   // Rank 0's shard: the shards differ by less than one norm chunk.
   const ZeroShard shard = zero_shard(layout.wd_end(), layout.total(), 0, ranks);
-  const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), shard.state);
+  const size_t state = optimizer_state_bytes(t.optimizer, layout.wd_end(), shard.state,
+                                             t.precision == Precision::kBf16Kahan);
   const size_t grad_sum = ranks > 1          ? (size_t(ranks) + 1) * shard.window.size() * 4
                           : t.grad_accum > 1 ? layout.total() * sizeof(float)
                                              : 0;
@@ -80,7 +81,8 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
       optimizer_(
           train.optimizer, model_->layout().wd_end(), model_->layout().total(), train.kernels,
           zero_shard(model_->layout().wd_end(), model_->layout().total(), comm.rank(), comm.size())
-              .state),
+              .state,
+          train.precision == Precision::kBf16Kahan),
       inputs_(size_t(train.batch) * train.seq),
       targets_(size_t(train.batch) * train.seq),
       train_batches_(data_.train, train.batch, train.seq, sampler_mode(data_), train.seed,

@@ -40,7 +40,8 @@ struct StepResult {
 struct MemoryEstimate {
   size_t params;       // parameters, padding excluded
   size_t param_bytes;  // w + g + optimizer state + gradient sum, padding included
-  size_t state_bytes;  // of which the optimizer state (m and v, or 8-bit codes and scales)
+  size_t state_bytes;  // of which the optimizer state (m and v, or 8-bit codes and scales;
+                       // bf16-kahan: and the compensation)
   size_t arena_bytes;  // activations and backward scratch at (B, T), matmul workspace included
   size_t total() const { return param_bytes + arena_bytes; }
 };

@@ -1,7 +1,7 @@
 // The golden runs tests/golden/golden_bytes.sha256 pins (with the kernel fixtures of both
-// families): tiny and llama-tiny × fp32/mixed/bf16 × adamw/adamw8bit, and × bf16-pure with adamw
-// (the only optimizer bf16-pure runs). GoldenBytes writes them on this build, Aarch64 on the
-// cross-built one.
+// families): tiny and llama-tiny × fp32/mixed/bf16 × adamw/adamw8bit, and × bf16-pure and
+// bf16-kahan with adamw (the only optimizer they run). GoldenBytes writes them on this build,
+// Aarch64 on the cross-built one.
 #pragma once
 
 #include <string>
@@ -26,6 +26,7 @@ inline std::vector<PinnedRun> pinned_golden_runs() {
         runs.push_back({preset, precision, optimizer});
     }
     runs.push_back({preset, "bf16-pure", "adamw"});
+    runs.push_back({preset, "bf16-kahan", "adamw"});
   }
   return runs;
 }

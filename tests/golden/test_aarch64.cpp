@@ -4,8 +4,8 @@
 //     reference, bits across thread counts and tails, simd/ and its IEEE arithmetic), through
 //     the nested tree's CTest, which runs each test binary under the toolchain's emulator;
 //  2. write the golden files byte for byte as the native x86 build does: the golden runs of tiny
-//     and llama-tiny × fp32/mixed/bf16 × adamw/adamw8bit and × bf16-pure/adamw, and the kernel
-//     fixtures of both families
+//     and llama-tiny × fp32/mixed/bf16 × adamw/adamw8bit and × bf16-pure and bf16-kahan with
+//     adamw, and the kernel fixtures of both families
 //     (the set tests/golden/golden_bytes.sha256 pins, so they must match those hashes too).
 // Label `aarch64` (ctest -L aarch64). The nested tree lives in build/nested-aarch64 and is built
 // once (about 5 minutes on 2 cores), incrementally after that. Timing under emulation means

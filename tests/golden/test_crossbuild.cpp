@@ -2,9 +2,9 @@
 // (-DREFTRAIN_PORTABLE=ON, only the `reftrain` target: x86-64-v3 with AVX2 on x86, armv8-a on
 // aarch64) writes the same golden run, byte for byte, as the build under test (-march=native:
 // AVX-512 where the machine has it) — gpt2 and
-// llama, fp32, mixed, bf16 and bf16-pure. Every reduction must have a fixed logical width and
-// order, FMA only where written, the same exp/tanh on every ISA. Label `crossbuild` (ctest -L
-// crossbuild; the first run builds the nested tree, a few minutes on 2 cores).
+// llama, fp32, mixed, bf16, bf16-pure and bf16-kahan. Every reduction must have a fixed logical
+// width and order, FMA only where written, the same exp/tanh on every ISA. Label `crossbuild`
+// (ctest -L crossbuild; the first run builds the nested tree, a few minutes on 2 cores).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -48,7 +48,7 @@ TEST(CrossBuild, PortableBuildWritesTheSameGoldenRun) {
   std::filesystem::create_directories(out);
   const std::string data = REFTRAIN_SOURCE_DIR "/README.md";
   for (const char* preset : {"tiny", "llama-tiny"}) {
-    for (const char* precision : {"fp32", "mixed", "bf16", "bf16-pure"}) {
+    for (const char* precision : {"fp32", "mixed", "bf16", "bf16-pure", "bf16-kahan"}) {
       SCOPED_TRACE(std::string(preset) + " " + precision);
       const std::string args = std::string(" golden run --steps 3 --preset ") + preset +
                                " --precision " + precision + " --data " + data + " --out ";

@@ -1,13 +1,13 @@
 // The golden files are the contract with every GPU backend: their bytes may change only on
 // purpose. This test writes the golden runs of tiny and llama-tiny × fp32/mixed/bf16 ×
-// adamw/adamw8bit and × bf16-pure/adamw (50 steps, the default corpus) and the kernel fixtures of
-// both families, and compares every file's SHA-256 with tests/golden/golden_bytes.sha256 (written
-// by the build before the "every kernel has one home" restructuring; re-pinned since where
-// docs/golden-format.md, "Stability", says why: shortest-decimal JSON numbers, the ISA-independent
-// reference GELU, and config.json's "grad_accum"). build.json names the build and is not
-// part of the contract. A change that moves these bytes must say why in its commit and in
-// docs/golden-format.md, and regenerate the list: write the same directories as this test
-// into an empty folder, then, inside it,
+// adamw/adamw8bit and × bf16-pure/adamw and bf16-kahan/adamw (50 steps, the default corpus) and the
+// kernel fixtures of both families, and compares every file's SHA-256 with
+// tests/golden/golden_bytes.sha256 (written by the build before the "every kernel has one home"
+// restructuring; re-pinned since where docs/golden-format.md, "Stability", says why:
+// shortest-decimal JSON numbers, the ISA-independent reference GELU, and config.json's
+// "grad_accum"). build.json names the build and is not part of the contract. A change that moves
+// these bytes must say why in its commit and in docs/golden-format.md, and regenerate the list:
+// write the same directories as this test into an empty folder, then, inside it,
 //   find . -type f ! -name build.json | sort | sed 's|^\./||' |
 //     xargs sha256sum > tests/golden/golden_bytes.sha256
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // its weights (optim/adamw.h's adamw_update_bf16_sr): the rounding is unbiased exactly, its noise
 // is a function of (seed, step, element index) alone, the fast kernel has the reference's bits at
 // any thread count and alignment, and the weights it leaves are bf16 values, one of the two
-// neighbours of the plain AdamW step's. tests/optim/test_adamw_sr_oracle.cpp checks the kernel
+// neighbours of the plain AdamW step's. tests/optim/test_adamw_bf16_oracle.cpp checks the kernel
 // against an implementation in numpy that shares no code with it.
 #include <gtest/gtest.h>
 

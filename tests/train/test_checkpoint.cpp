@@ -94,19 +94,17 @@ TEST_P(ExactResume, FortyStraightEqualsTwentyThenTwentyResumed) {
       << "the final checkpoints differ";
 }
 
-INSTANTIATE_TEST_SUITE_P(FamiliesPrecisionsOptimizers, ExactResume,
-                         ::testing::Values(ResumeCase{"tiny", "fp32", "adamw"},
-                                           ResumeCase{"tiny", "fp32", "adamw8bit"},
-                                           ResumeCase{"tiny", "mixed", "adamw"},
-                                           ResumeCase{"tiny", "mixed", "adamw8bit"},
-                                           ResumeCase{"llama-tiny", "fp32", "adamw"},
-                                           ResumeCase{"llama-tiny", "fp32", "adamw8bit"},
-                                           ResumeCase{"llama-tiny", "mixed", "adamw"},
-                                           ResumeCase{"llama-tiny", "mixed", "adamw8bit"},
-                                           ResumeCase{"tiny", "mixed", "adamw", 3},
-                                           ResumeCase{"llama-tiny", "fp32", "adamw8bit", 3},
-                                           ResumeCase{"tiny", "bf16-pure", "adamw"},
-                                           ResumeCase{"llama-tiny", "bf16-pure", "adamw", 3}));
+INSTANTIATE_TEST_SUITE_P(
+    FamiliesPrecisionsOptimizers, ExactResume,
+    ::testing::Values(
+        ResumeCase{"tiny", "fp32", "adamw"}, ResumeCase{"tiny", "fp32", "adamw8bit"},
+        ResumeCase{"tiny", "mixed", "adamw"}, ResumeCase{"tiny", "mixed", "adamw8bit"},
+        ResumeCase{"llama-tiny", "fp32", "adamw"}, ResumeCase{"llama-tiny", "fp32", "adamw8bit"},
+        ResumeCase{"llama-tiny", "mixed", "adamw"}, ResumeCase{"llama-tiny", "mixed", "adamw8bit"},
+        ResumeCase{"tiny", "mixed", "adamw", 3}, ResumeCase{"llama-tiny", "fp32", "adamw8bit", 3},
+        ResumeCase{"tiny", "bf16-pure", "adamw"}, ResumeCase{"llama-tiny", "bf16-pure", "adamw", 3},
+        ResumeCase{"tiny", "bf16-kahan", "adamw"},
+        ResumeCase{"llama-tiny", "bf16-kahan", "adamw", 3}));
 
 // --- the saving policy -------------------------------------------------------------------------
 

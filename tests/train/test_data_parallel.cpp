@@ -290,7 +290,7 @@ INSTANTIATE_TEST_SUITE_P(
                       DpCase{"llama-tiny", "mixed", "adamw"},
                       DpCase{"llama-tiny", "mixed", "adamw8bit"}, DpCase{"tiny", "bf16", "adamw"},
                       DpCase{"llama-tiny", "bf16", "adamw8bit"},
-                      DpCase{"tiny", "bf16-pure", "adamw"}));
+                      DpCase{"tiny", "bf16-pure", "adamw"}, DpCase{"tiny", "bf16-kahan", "adamw"}));
 
 // The bar: 1, 2 and 4 ranks sharing 4 micro-batches per step train what one process does.
 TEST_F(DataParallel, OneTwoAndFourRanksEqualOneProcess) {

@@ -99,16 +99,16 @@ function checkOwnMirror(arch, out, r) {
   }
 }
 
-// adamw_update_bf16_sr (bf16-pure) leaves weights that are bf16 values: the twin's w must be the
-// widening of the mirror it wrote, bit for bit, in each of the fixture's 3 cases. And its
-// mirror must be the fixture's but for the rare element whose new w lies an f32 ulp from
-// reftrain's (WGSL's ÷ and √) and whose noise sits right at the carry (1 noise value in 2^16):
-// at most 1 in 1024. The fixture's 1-ulp tolerance alone would pass a wrong noise, which moves a
-// third of the weights by one bf16 step.
-function checkStochastic(arch, fix, out, rows) {
-  const sr = rows.filter((r) => r.kernel === 'adamw_update_bf16_sr');
-  if (sr.length !== 3) fail(`${arch}: ${sr.length} adamw_update_bf16_sr cases ran, 3 expected`);
-  for (const r of sr) {
+// adamw_update_bf16_sr (bf16-pure) and adamw_update_bf16_kahan (bf16-kahan) leave weights that
+// are bf16 values: the twin's w must be the widening of the mirror it wrote, bit for bit, in each
+// of the fixture's 3 cases. And its mirror must be the fixture's but for the rare element whose
+// new w lies an f32 ulp from reftrain's (WGSL's ÷ and √) and so across a rounding boundary (for
+// the stochastic rounding, 1 noise value in 2^16): at most 1 in 1024. The fixture's 1-ulp
+// tolerance alone would pass a wrong noise, which moves a third of the weights by one bf16 step.
+function checkBf16Weights(arch, fix, out, rows, kernel, precision) {
+  const ran = rows.filter((r) => r.kernel === kernel);
+  if (ran.length !== 3) fail(`${arch}: ${ran.length} ${kernel} cases ran, 3 expected`);
+  for (const r of ran) {
     const t = readSafetensors(join(out, `${r.kernel}.safetensors`)).tensors;
     const w = t[`${r.case}.w`].data, wb16 = t[`${r.case}.wb16`].data;
     const bits = new Uint32Array(w.buffer, w.byteOffset, w.length);
@@ -119,9 +119,9 @@ function checkStochastic(arch, fix, out, rows) {
     const want = readSafetensors(join(fix, `${r.kernel}.safetensors`)).tensors[`${r.case}.wb16`].data;
     const differ = wb16.filter((x, i) => x !== want[i]).length;
     if (want.length !== wb16.length || differ > Math.ceil(wb16.length / 1024)) {
-      fail(`${arch}: ${r.kernel}/${r.case}: ${differ} of ${wb16.length} bf16 weights differ from the fixture's (the noise or its index is wrong)`);
+      fail(`${arch}: ${r.kernel}/${r.case}: ${differ} of ${wb16.length} bf16 weights differ from the fixture's`);
     }
-    console.log(`${arch} bf16-pure ${r.kernel}/${r.case}: w is the widening of its mirror; ${differ} of ${w.length} differ from the fixture's`);
+    console.log(`${arch} ${precision} ${r.kernel}/${r.case}: w is the widening of its mirror; ${differ} of ${w.length} differ from the fixture's`);
   }
 }
 
@@ -140,7 +140,10 @@ async function checkArch(device, arch) {
     // the count of what ran checked, since --subset does not notice a file not written.
     agree(`${arch} ${v.name}`, rows, fix, out, Boolean(v.only));
     if (v.name === 'naive') checkBf16Bits(arch, fix, out, rows);
-    if (v.name === 'naive') checkStochastic(arch, fix, out, rows);
+    if (v.name === 'naive') {
+      checkBf16Weights(arch, fix, out, rows, 'adamw_update_bf16_sr', 'bf16-pure');
+      checkBf16Weights(arch, fix, out, rows, 'adamw_update_bf16_kahan', 'bf16-kahan');
+    }
     const ran = new Set(rows.map((r) => r.kernel));
     if (v.only && ran.size !== v.only.filter((n) => existsSync(join(fix, `${n}.safetensors`))).length) {
       fail(`${arch}/${v.name}: ran ${[...ran].join(' ')} of ${v.only.join(' ')}`);

@@ -278,6 +278,7 @@ for (const [preset, optimizer] of [['tiny', 'adamw'], ['llama-tiny', 'adamw'], [
   checkCombination(preset, 'bf16', optimizer);
 }
 checkCombination('tiny', 'bf16-pure', 'adamw');
+checkCombination('tiny', 'bf16-kahan', 'adamw');
 checkStaged();
 checkPlanted();
 checkBisection();

@@ -180,6 +180,10 @@ export function makeRegistry({ linear = 'naive', attention = 'materialised' } = 
     // bf16-pure's stochastically rounded update: likewise one thread per word.
     adamw_update_bf16_sr: { ...optimizer('optimizer_bf16_sr.wgsl', 'adamw_update_bf16_sr', 'size'), uniforms: ['hp', 'bias'],
                             dispatch: (p) => groups(Math.ceil(p.size / 2)) },
+    // bf16-kahan's compensated update: one thread per word of the mirror and of the compensation.
+    adamw_update_bf16_kahan: { ...optimizer('optimizer_bf16_kahan.wgsl', 'adamw_update_bf16_kahan', 'size'),
+                               prelude: [elementwisePrelude, 'prelude/optimizer.wgsl', bf16Prelude],
+                               uniforms: ['hp', 'bias'], dispatch: (p) => groups(Math.ceil(p.size / 2)) },
     adamw_8bit_update: { ...optimizer('optimizer.wgsl', 'adamw_8bit_update', 'size'), uniforms: ['hp', 'bias'] },
   };
 }

@@ -85,9 +85,9 @@ function loadGolden(dir) {
 function buildReplay(E, g) {
   const total = g.mega.floats;
   const precision = g.config.train.precision;
-  if (!['fp32', 'mixed', 'bf16', 'bf16-pure'].includes(precision)) throw new Error(`replay: precision ${precision} is not replayed`);
-  // bf16-pure computes as bf16 does; only its update differs (replay/optimizer.mjs)
-  const mixed = precision === 'mixed', bf16 = precision === 'bf16' || precision === 'bf16-pure';
+  if (!['fp32', 'mixed', 'bf16', 'bf16-pure', 'bf16-kahan'].includes(precision)) throw new Error(`replay: precision ${precision} is not replayed`);
+  // bf16-pure and bf16-kahan compute as bf16 does; only their updates differ (replay/optimizer.mjs)
+  const mixed = precision === 'mixed', bf16 = precision.startsWith('bf16');
   const bufs = { w: E.storage(total * 4, g.w), g: E.storage(total * 4), w16: mixed ? E.storage(total * 2) : null,
                  wb: bf16 ? E.storage(Math.ceil(total / 2) * 4) : null };
   const R = makeContext(E, g.config, g.layout, bufs);

@@ -6,7 +6,9 @@
 // buffer after the 8-bit update (cast_f32_to_f16, cast_f32_to_bf16), whose kernel binds none.
 // bf16-pure's update (adamw_update_bf16_sr) rounds each new weight to bf16 stochastically, into
 // the mirror and back into w; its noise needs the step t (a buffer the step writes), the run's
-// seed folded to 32 bits and each range's first element.
+// seed folded to 32 bits and each range's first element. bf16-kahan's (adamw_update_bf16_kahan)
+// rounds to nearest and keeps what the rounding lost in a bf16 compensation per weight, a third
+// state buffer beside m and v that starts at +0.
 import { view } from './engine.mjs';
 import { bf16View } from './model.mjs';
 
@@ -34,6 +36,7 @@ function rangeBindings(R, st, begin, size, hp, stats, eight) {
     if (R.mixed) return [...base, view(bufs.w16, begin * 2, Math.ceil(size / 2) * 4)];
     // The ranges start on 16-float lines (core/model/param_layout.h), so on whole bf16 words.
     if (st.pure) return [...base, bf16View(bufs.wb, begin * 2, size), R.u(st.seed), R.u(begin)];
+    if (st.kahan) return [...base, bf16View(bufs.wb, begin * 2, size), bf16View(st.comp, begin * 2, size)];
     return R.bf16 ? [...base, bf16View(bufs.wb, begin * 2, size)] : base;
   }
   const codes = (b) => view(b, begin, Math.ceil(size / 4) * 4);
@@ -51,6 +54,8 @@ export function buildOptimizer(R, config, wdEnd, total) {
   const st = eight ? eightBitState(E, wdEnd, total) : { m: E.storage(total * 4), v: E.storage(total * 4) };
   st.bias = E.vec4();
   st.pure = config.train.precision === 'bf16-pure';
+  st.kahan = config.train.precision === 'bf16-kahan';
+  if (st.kahan) st.comp = E.storage(Math.ceil(total / 2) * 4);  // zeroed: +0 everywhere
   if (st.pure) {
     if (!Number.isSafeInteger(config.seed)) throw new Error(`replay: bf16-pure's seed ${config.seed} is past 2^53, which JSON numbers do not hold exactly`);
     const seed = BigInt(config.seed);  // folded to 32 bits as reftrain's stochastic_seed
@@ -61,7 +66,7 @@ export function buildOptimizer(R, config, wdEnd, total) {
   const stats = view(E.storage(16), 0, 8);
   const maxNorm = f32(o.clip) > 0 ? f32(o.clip) : 3.4e38;  // no clipping: the factor stays 1
   const name = eight ? 'adamw_8bit_update' : R.mixed ? 'adamw_update_f16' : st.pure ? 'adamw_update_bf16_sr'
-    : R.bf16 ? 'adamw_update_bf16' : 'adamw_update';
+    : st.kahan ? 'adamw_update_bf16_kahan' : R.bf16 ? 'adamw_update_bf16' : 'adamw_update';
   const ranges = [[0, wdEnd, f32(o.wd)], [wdEnd, total - wdEnd, 0]].filter(([, size]) => size > 0)
     .map(([begin, size, wd]) => ({ begin, size, wd, hp: E.vec4() }));
   const ops = [
