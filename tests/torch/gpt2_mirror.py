@@ -1,6 +1,6 @@
 """PyTorch oracle ("mirror") for reftrain's GPT-2 training step.
 
-Usage: /usr/bin/python3 tests/torch/gpt2_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--precision fp32|mixed|bf16|bf16-pure]
+Usage: /usr/bin/python3 tests/torch/gpt2_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--precision fp32|mixed|bf16|bf16-pure|bf16-kahan]
 
 IN:  every GPT-2 parameter (F32, nanoGPT names, nn.Linear [out, in] layout), `inputs` and
      `targets` (I32 [S, B, T], the batch of each of S optimizer steps), and __metadata__:
@@ -32,6 +32,11 @@ its kernels: the sums here are exact, reftrain's are in the canonical bf16 order
 rounded to bf16 stochastically with the noise of its index in reftrain's mega-buffer
 (`round_stochastic`, from the documented formula; IN's metadata `stochastic` = {"seed",
 "offsets": {name: offset}}). The weights IN holds are bf16 values already.
+
+--precision bf16-kahan: bf16's products, and each AdamW step added to its weight through a
+compensation per weight: sum = comp - step; w = bf16(w + sum); comp = bf16(sum - (w_new - w)),
+every bf16 rounded to nearest from the f32 value (`adamw_step`'s `kahan`). The weights IN holds
+are bf16 values already.
 
 Shared pieces used by llama_mirror.py: `load`, `adamw_step`, `products`, `train`, `cli`; replay.py
 uses `forward_logits`.
@@ -145,7 +150,7 @@ class Bf16Matmul(torch.autograd.Function):
 def products(precision):
     """(linear(x, w, b=None), matmul(a, b)) of a precision: the weight read through `round_f16`
     in mixed; every operand and gradient through bf16 (`Bf16Matmul`) in bf16."""
-    if precision in ("bf16", "bf16-pure"):
+    if precision in ("bf16", "bf16-pure", "bf16-kahan"):
         def linear(x, w, b=None):
             y = Bf16Matmul.apply(x.reshape(-1, x.shape[-1]), w.t()).reshape(*x.shape[:-1], -1)
             return y if b is None else y + b
@@ -200,8 +205,9 @@ def forward_loss(p, cfg, idx, targets, precision="fp32", attention="materialised
 
 
 @torch.no_grad()
-def adamw_step(params, state, optim, decay, lr, t):
-    """Clip by global norm, then AdamW exactly as specified; return (grad_norm, clip)."""
+def adamw_step(params, state, optim, decay, lr, t, kahan=None):
+    """Clip by global norm, then AdamW exactly as specified; return (grad_norm, clip). With
+    `kahan` (a dict, bf16-kahan), the step goes through each weight's compensation, kept there."""
     b1, b2, eps, wd, clip_max = (optim[k] for k in ("beta1", "beta2", "eps", "wd", "clip"))
     norm_sq = sum(torch.where(torch.isfinite(w.grad), w.grad, torch.zeros_like(w.grad)).pow(2).sum()
                   for w in params.values())
@@ -214,7 +220,15 @@ def adamw_step(params, state, optim, decay, lr, t):
         m.mul_(b1).add_((1 - b1) * g)
         v.mul_(b2).add_((1 - b2) * g * g)
         wd_p = wd if name in decay else 0.0
-        w.sub_(lr * ((m / bc1) / (torch.sqrt(v / bc2) + eps) + wd_p * w))
+        step = lr * ((m / bc1) / (torch.sqrt(v / bc2) + eps) + wd_p * w)
+        if kahan is None:
+            w.sub_(step)
+            continue
+        comp = kahan.setdefault(name, torch.zeros_like(w))
+        total = comp - step
+        w_new = round_bf16(w + total)
+        comp.copy_(round_bf16(total - (w_new - w)))
+        w.copy_(w_new)
     return grad_norm, clip
 
 
@@ -245,11 +259,13 @@ def round_stochastic(params, stochastic, t):
         w.copy_(torch.from_numpy((r << np.uint32(16)).view(np.float32).reshape(w.shape)).to(w.dtype))
 
 
-def train(params, optim, decay, inputs, targets, loss_fn, stochastic=None):
+def train(params, optim, decay, inputs, targets, loss_fn, stochastic=None, kahan=False):
     """Run the S steps (loss_fn(params, idx, tgt) -> scalar loss) and return the OUT dict. With
     `stochastic` ({"seed", "offsets": {name: mega-buffer offset}}: bf16-pure), each step's new
-    weights are rounded to bf16 by `round_stochastic`."""
+    weights are rounded to bf16 by `round_stochastic`; with `kahan` (bf16-kahan), each step is
+    added through a compensation per weight (`adamw_step`)."""
     out, losses, norms, clips, state = {}, [], [], [], {}
+    compensation = {} if kahan else None
     for s in range(inputs.shape[0]):
         for w in params.values():
             w.grad = None
@@ -258,11 +274,12 @@ def train(params, optim, decay, inputs, targets, loss_fn, stochastic=None):
         losses.append(loss.item())
         if s == 0:
             out.update({f"grad.{n}": w.grad.double().numpy().copy() for n, w in params.items()})
-        gn, c = adamw_step(params, state, optim, decay, optim["lrs"][s], s + 1)
+        gn, c = adamw_step(params, state, optim, decay, optim["lrs"][s], s + 1, compensation)
         if stochastic is not None:
             round_stochastic(params, stochastic, s + 1)
         norms.append(gn)
         clips.append(c)
+    out.update({f"final.{n}": w.detach().double().numpy().copy() for n, w in params.items()})
     out["loss"] = np.array(losses[:1], dtype=np.float64)
     out["losses"], out["grad_norms"], out["clips"] = (np.array(a, dtype=np.float64) for a in (losses, norms, clips))
     return out
@@ -279,7 +296,7 @@ def run(in_path, out_path, dtype=torch.float64, precision="fp32"):
     params, cfg, optim, decay, inputs, targets = load(in_path, dtype)
     out = train(params, optim, decay, inputs, targets,
                 lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, precision),
-                stochastic_of(in_path, precision))
+                stochastic_of(in_path, precision), precision == "bf16-kahan")
     write_safetensors(out_path, out)
     return out
 
@@ -290,10 +307,12 @@ def cli(doc, run_fn):
     ap.add_argument("inp", metavar="IN.safetensors")
     ap.add_argument("out", metavar="OUT.safetensors")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64")
-    ap.add_argument("--precision", choices=["fp32", "mixed", "bf16", "bf16-pure"], default="fp32",
+    ap.add_argument("--precision", choices=["fp32", "mixed", "bf16", "bf16-pure", "bf16-kahan"],
+                    default="fp32",
                     help="mixed: matmul weights read through an fp16 rounding; bf16: every product's "
                          "operands and gradient through a bf16 rounding; bf16-pure: bf16's, and "
-                         "each step's weights rounded to bf16 stochastically")
+                         "each step's weights rounded to bf16 stochastically; bf16-kahan: bf16's, "
+                         "each step added through a bf16 compensation per weight")
     a = ap.parse_args()
     out = run_fn(a.inp, a.out, getattr(torch, a.dtype), a.precision)
     print(f"steps={len(out['losses'])} loss0={out['losses'][0]:.10g} "

@@ -1,6 +1,6 @@
 """PyTorch oracle ("mirror") for reftrain's llama training step.
 
-Usage: /usr/bin/python3 tests/torch/llama_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--precision fp32|mixed|bf16|bf16-pure]
+Usage: /usr/bin/python3 tests/torch/llama_mirror.py IN.safetensors OUT.safetensors [--dtype float64|float32] [--precision fp32|mixed|bf16|bf16-pure|bf16-kahan]
 
 IN:  every llama parameter (F32, HF names, nn.Linear [out, in] layout, no biases):
        model.embed_tokens.weight [Vp, C]
@@ -32,7 +32,8 @@ Optimizer: gpt2_mirror.adamw_step (the same hand-written AdamW with global-norm 
 --precision mixed: q/k/v/o/gate/up/down and lm_head weights read through gpt2_mirror.round_f16
 (fp16 rounding, straight-through gradient to the master); the embedding lookup and norms read the
 master. --precision bf16: every product through gpt2_mirror.Bf16Matmul, as in gpt2_mirror.py;
-bf16-pure: the same, and the weights rounded stochastically after each step, as there.
+bf16-pure: the same, and the weights rounded stochastically after each step, as there;
+bf16-kahan: the same, each step added through a compensation per weight, as there.
 """
 import os
 import sys
@@ -143,7 +144,7 @@ def run(in_path, out_path, dtype=torch.float64, precision="fp32"):
     params, cfg, optim, decay, inputs, targets = load(in_path, dtype)
     out = gm.train(params, optim, decay, inputs, targets,
                    lambda p, idx, tgt: forward_loss(p, cfg, idx, tgt, precision),
-                   gm.stochastic_of(in_path, precision))
+                   gm.stochastic_of(in_path, precision), precision == "bf16-kahan")
     write_safetensors(out_path, out)
     return out
 
