@@ -9,7 +9,8 @@
 //   adamw_update_f16       + write w16           34 B
 //   adamw_update + cast    32 B, then read w and write w16 in a second pass: 32 + 6 = 38 B
 //   (the bf16 mirror's two variants move the same bytes: 34 B fused, 38 B with the cast pass;
-//   bf16-pure's stochastically rounded update 34 B too)
+//   bf16-pure's stochastically rounded update 34 B too; bf16-kahan's update reads and writes its
+//   bf16 compensation as well: 38 B)
 //   reduce_norm_sq         read g                 4 B
 // Write-allocate: a store to a line not in cache first reads it (read-for-ownership), so the
 // triad's real traffic is 16 B per element, 4/3 of what STREAM's convention (used here) counts.
@@ -44,7 +45,7 @@ constexpr int kIters = 5;
 struct Buffers {
   std::unique_ptr<float[]> w, g, m, v, a, b, c;
   std::unique_ptr<f16[]> w16;
-  std::unique_ptr<bf16[]> wb16;
+  std::unique_ptr<bf16[]> wb16, comp;
   Buffers()
       : w(new float[kN]),
         g(new float[kN]),
@@ -54,7 +55,8 @@ struct Buffers {
         b(new float[kN]),
         c(new float[kN]),
         w16(new f16[kN]),
-        wb16(new bf16[kN]) {
+        wb16(new bf16[kN]),
+        comp(new bf16[kN]) {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < kN; ++i) {
       const float x = float(i % 1000) * 1e-3f;  // [0, 1)
@@ -66,7 +68,7 @@ struct Buffers {
       b[i] = x;
       c[i] = 1.0f - x;
       w16[i] = f16(0.0f);
-      wb16[i] = bf16{0};
+      wb16[i] = comp[i] = bf16{0};
     }
   }
   // Every update zeroes g, so from the second iteration on the kernels see g = 0. Their speed
@@ -167,6 +169,18 @@ void BM_adamw_update_bf16_sr_fast(benchmark::State& s) {
   set_rate(s, 34);
 }
 
+// bf16-kahan's update: the bf16 mirror's bytes plus the compensation, read and written.
+void BM_adamw_update_bf16_kahan_fast(benchmark::State& s) {
+  Buffers& x = buffers();
+  int t = 1;
+  for (auto _ : s) {
+    reftrain::adamw_update_bf16_kahan_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(),
+                                           x.wb16.get(), x.comp.get(), kN, kStats, kHp, t++);
+    benchmark::ClobberMemory();
+  }
+  set_rate(s, 38);
+}
+
 // What --precision bf16 ran before the AdamW kernel wrote the bf16 mirror itself.
 void BM_adamw_update_fast_then_bf16(benchmark::State& s) {
   Buffers& x = buffers();
@@ -227,6 +241,7 @@ REFTRAIN_BENCH(BM_adamw_update_f16_fast);
 REFTRAIN_BENCH(BM_adamw_update_fast_then_cast);
 REFTRAIN_BENCH(BM_adamw_update_bf16_fast);
 REFTRAIN_BENCH(BM_adamw_update_bf16_sr_fast);
+REFTRAIN_BENCH(BM_adamw_update_bf16_kahan_fast);
 REFTRAIN_BENCH(BM_adamw_update_fast_then_bf16);
 REFTRAIN_BENCH(BM_reduce_norm_sq_fast);
 REFTRAIN_BENCH(BM_adamw_update);
