@@ -329,11 +329,13 @@ void add_adamw_kernels(std::vector<KernelSpec>& v) {
                             "w is the widening of wb16: one bf16 step (at most 2^-7 of |w|) "
                             "where wb16 lands on its neighbour; a missed rounding leaves w's "
                             "low 16 bits set");
-  k.tolerances["comp"] = ulps(1,
-                              "the twin's step δ may lie an ulp from reftrain's (WGSL's ÷), which "
-                              "moves s − (w_new − w) by about 2^-24 of δ: across a bf16 rounding "
-                              "boundary of the compensation once in ~2^16 elements; a dropped "
-                              "compensation or a wrong sign changes every element");
+  k.tolerances["comp"] = close(7.9e-3, 1e-8,
+                               "the twin's step δ may lie a few ulps from reftrain's (WGSL's ÷ "
+                               "and √), an absolute 1e-5·lr that s − (w_new − w) keeps while "
+                               "the difference itself may be far smaller (seen on an H200: 2 bf16 "
+                               "ulps of one element), and then one bf16 step (2^-7 of it) where "
+                               "it crosses a rounding boundary; a dropped compensation or a wrong "
+                               "sign moves every element by about itself");
   k.numerics = bf16_numerics(false);
   k.numerics["kahan"] =
       "s = f32(comp) - delta; wb16 = bf16(w + s); comp = bf16(s - (f32(wb16) - w)); every "
