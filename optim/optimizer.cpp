@@ -50,6 +50,11 @@ OptimizerState::OptimizerState(Optimizer kind, size_t wd_end, size_t total, Kern
   }
 }
 
+void OptimizerState::start_kahan(const bf16* whole) {
+  if (!kahan_) throw std::logic_error("start_kahan: a state without a compensation");
+  std::copy(whole + shard_.begin, whole + shard_.end, compensation_.data());
+}
+
 // In the dump, reduce_norm_sq's result is the f32 a GPU's would be, and grad_stats is
 // [grad_norm, clip], as the kernels bind them.
 GradStats OptimizerState::step(float* w, float* g, WeightMirror mirror, const AdamWHyper& hp,

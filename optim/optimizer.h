@@ -102,6 +102,10 @@ class OptimizerState {
   AlignedBuffer<float>& m() { return m_; }
   AlignedBuffer<float>& v() { return v_; }
   AlignedBuffer<bf16>& kahan() { return compensation_; }
+  const AlignedBuffer<bf16>& kahan() const { return compensation_; }
+  // bf16-kahan: the compensation from `whole` (the whole mega-buffer's; this state's shard of
+  // it), what rounding the initial weights to bf16 lost (Model::refresh_mirror's `lost`).
+  void start_kahan(const bf16* whole);
   AlignedBuffer<uint32_t>& m_codes() { return m_codes_; }
   AlignedBuffer<uint32_t>& v_codes() { return v_codes_; }
   AlignedBuffer<float>& m_scales() { return m_scales_; }

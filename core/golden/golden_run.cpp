@@ -84,8 +84,9 @@ std::string mixed_precision_text(Precision p) {
       return mixed_precision_text(Precision::kBf16) +
              "; bf16-kahan: no fp32 master, the weights are bf16 values: the initial ones rounded "
              "to nearest even, each step's by adamw_update_bf16_kahan (the step plus a bf16 "
-             "compensation per weight, from +0 at the start, added to the weight and rounded to "
-             "nearest even; what the rounding lost becomes the next compensation)";
+             "compensation per weight added to the weight and rounded to nearest even; what the "
+             "rounding lost becomes the next compensation). The compensation starts as what "
+             "rounding the drawn weights lost: init.safetensors' optimizer.kahan.<name>";
     case Precision::kMixed:
       return "every matmul that reads a weight reads its fp16 mirror f16(clamp(w, +-65504)) "
              "(round to nearest even), widened to f32";
@@ -134,13 +135,18 @@ Json golden_config(const Trainer& trainer, const Preset& preset, const std::stri
   return j;
 }
 
-void write_init(const Model& model, const std::string& path) {
+// The initial weights; in bf16-kahan also the compensation they start with, what rounding the
+// drawn weights to bf16 lost (optimizer.kahan.<name>, BF16), which a replay's state starts from.
+void write_init(Trainer& trainer, const std::string& path) {
+  const Model& model = trainer.model();
   const ParamLayout& layout = model.layout();
+  const OptimizerState& opt = trainer.optimizer();
   SafetensorsFile f;
   Json tensors = Json::array();
   for (const ParamTensor& t : layout.tensors()) {
-    f.add(t.name, DType::kF32, std::vector<int64_t>(t.shape.begin(), t.shape.end()),
-          model.weights() + t.offset);
+    const std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
+    f.add(t.name, DType::kF32, shape, model.weights() + t.offset);
+    if (opt.has_kahan()) f.add("optimizer.kahan." + t.name, DType::kBF16, shape, &opt.kahan()[t.offset]);
     tensors.push_back({{"name", t.name},
                        {"shape", t.shape},
                        {"offset", t.offset},
@@ -340,7 +346,7 @@ void write_golden_run(const Preset& preset, const TrainConfig& train, Dataset da
   write_json(golden.file("build.json"), {{"version", REFTRAIN_VERSION},
                                          {"build", REFTRAIN_BUILD_FLAGS},
                                          {"simd", trainer.describe(preset.name, init).at("simd")}});
-  write_init(model, golden.file("init.safetensors"));
+  write_init(trainer, golden.file("init.safetensors"));
   RunLog log(golden.file("trace.jsonl"), {});
   log.write({{"type", "run"},
              {"format", "reftrain-golden-trace"},

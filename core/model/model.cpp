@@ -88,7 +88,7 @@ double init_std(ParamInit init, int layers) {
   return init == ParamInit::kNormalResidual ? 0.02 / std::sqrt(2.0 * layers) : 0.02;
 }
 
-void Model::init_weights(uint64_t seed) {
+void Model::init_weights(uint64_t seed, bf16* lost) {
   const CounterRng rng(seed, RngStream::kInit);
   noise_seed_ = stochastic_seed(seed);
   w_.zero();
@@ -102,7 +102,7 @@ void Model::init_weights(uint64_t seed) {
     const size_t n = t.init_rows < 0 ? t.numel : t.numel / size_t(t.shape[0]) * size_t(t.init_rows);
     for (size_t i = 0; i < n; ++i) p[i] = static_cast<float>(std_dev * rng.normal(t.offset + i));
   }
-  refresh_mirror();
+  refresh_mirror(lost);
 }
 
 float Model::forward(const int32_t* inputs, const int32_t* targets, int B, int T) {
@@ -166,14 +166,21 @@ void Model::require_targets(const char* who) const {
     throw std::logic_error(std::string(who) + " needs a forward with targets");
 }
 
-void Model::refresh_mirror() {
+void Model::refresh_mirror(bf16* lost) {
   if (precision_ == Precision::kMixed) {
     kt_.cast_f32_to_f16(w16_.data(), w_.data(), w_.size());
   } else if (bf16_products(precision_)) {
     b16_.weights_mm->forget_weights();
     kt_.cast_f32_to_bf16(wb16_.data(), w_.data(), w_.size());
     // bf16-pure and bf16-kahan keep no fp32 master: the weights are their bf16 values from here
-    if (bf16_only_weights(precision_)) kt_.cast_bf16_to_f32(w_.data(), wb16_.data(), w_.size());
+    if (!bf16_only_weights(precision_)) return;
+    if (lost) {
+      const float* w = w_.data();
+      const bf16* wb16 = wb16_.data();
+#pragma omp parallel for schedule(static)
+      for (size_t i = 0; i < w_.size(); ++i) lost[i] = f32_to_bf16(w[i] - bf16_to_f32(wb16[i]));
+    }
+    kt_.cast_bf16_to_f32(w_.data(), wb16_.data(), w_.size());
   }
 }
 

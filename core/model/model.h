@@ -54,14 +54,16 @@ class Model {
   }
 
   // Every tensor as its ParamInit says, drawing element i of the mega-buffer from
-  // CounterRng(seed, kInit).normal(i); then refreshes the mirror. bf16-pure's optimizer steps
-  // key their rounding noise by the same seed (stochastic_seed).
-  void init_weights(uint64_t seed);
+  // CounterRng(seed, kInit).normal(i); then refreshes the mirror (passing `lost` on). bf16-pure's
+  // optimizer steps key their rounding noise by the same seed (stochastic_seed).
+  void init_weights(uint64_t seed, bf16* lost = nullptr);
   // w16 = f16(clamp(w, ±65504)) (round-to-nearest-even), in mixed precision; the bf16 mirror
   // bf16(w) (cast_f32_to_bf16) in bf16 precision; in bf16-pure and bf16-kahan the same, and then
-  // w = f32(mirror): the weights become bf16 values (round to nearest even). Call after every
-  // change of the weights that did not write the mirror itself (an optimizer step writes it).
-  void refresh_mirror();
+  // w = f32(mirror): the weights become bf16 values (round to nearest even); there, `lost` (the
+  // whole mega-buffer's length) gets what that rounding lost, bf16(w − f32(bf16(w))), from which
+  // bf16-kahan's compensation starts. Call after every change of the weights that did not write
+  // the mirror itself (an optimizer step writes it).
+  void refresh_mirror(bf16* lost = nullptr);
 
   // Forward over B×T tokens (≤ the construction sizes): the embedding, every layer, the final
   // norm and the lm_head. With targets, returns the mean loss (cross-entropy + z·mean(lse²)) and

@@ -127,8 +127,9 @@ std::unique_ptr<OptimizerState> DataParallel::gather_state(OptimizerState& mine)
   if (mine.kind() == Optimizer::kAdamW) {
     comm_.gather_parts(mine.m().data(), dst(&OptimizerState::m), elements);
     comm_.gather_parts(mine.v().data(), dst(&OptimizerState::v), elements);
-    if (mine.has_kahan())
-      comm_.gather_parts(mine.kahan().data(), dst(&OptimizerState::kahan), halves);
+    if (mine.has_kahan()) {
+      comm_.gather_parts(mine.kahan().data(), whole ? whole->kahan().data() : nullptr, halves);
+    }
   } else {
     comm_.gather_parts(mine.m_codes().data(), dst(&OptimizerState::m_codes), codes);
     comm_.gather_parts(mine.v_codes().data(), dst(&OptimizerState::v_codes), codes);

@@ -300,7 +300,7 @@ void initialise(Trainer& trainer, RunPlan& p) {
     } else {
       load_llmc_weights(p.init_from, p.model, m.layout(), m.weights());
     }
-    m.refresh_mirror();
+    trainer.weights_loaded();
   }
 }
 

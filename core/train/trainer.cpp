@@ -94,7 +94,18 @@ Trainer::Trainer(const ModelConfig& model, const TrainConfig& train, Dataset dat
   if (comm.size() > 1) {
     dp_ = std::make_unique<DataParallel>(comm, model_->layout().wd_end(), model_->layout().total());
   }
-  model_->init_weights(train.seed);
+  adopt_weights([&](bf16* lost) { model_->init_weights(train.seed, lost); });
+}
+
+void Trainer::adopt_weights(const std::function<void(bf16* lost)>& set) {
+  if (!optimizer_.has_kahan()) return set(nullptr);
+  AlignedBuffer<bf16> lost(model_->layout().total());
+  set(lost.data());
+  optimizer_.start_kahan(lost.data());
+}
+
+void Trainer::weights_loaded() {
+  adopt_weights([&](bf16* lost) { model_->refresh_mirror(lost); });
 }
 
 StepResult Trainer::step(int k) {

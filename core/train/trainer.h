@@ -76,6 +76,9 @@ class Trainer {
   const std::vector<int32_t>& batch_inputs() const { return inputs_; }
   const std::vector<int32_t>& batch_targets() const { return targets_; }
 
+  // After the model's weights were loaded (--init-from): their mirror, and in bf16-kahan, where
+  // they become bf16 values, the compensation from what that rounding lost.
+  void weights_loaded();
   // This rank's optimizer state: all of it, or its shard when data parallel.
   OptimizerState& optimizer() { return optimizer_; }
   const OptimizerState& optimizer() const { return optimizer_; }
@@ -122,6 +125,10 @@ class Trainer {
   AlignedBuffer<float> grad_sum_;     // K > 1: the micro-batch gradients' sum, layout of w
   std::unique_ptr<DataParallel> dp_;  // several ranks: the exchange and this rank's shards
   int64_t updates_ = 0;
+
+  // Sets the weights by set(lost) (Model::init_weights or refresh_mirror, whose `lost` is null
+  // unless bf16-kahan) and starts bf16-kahan's compensation from what their rounding lost.
+  void adopt_weights(const std::function<void(bf16* lost)>& set);
 
   // Forward and backward of step k's K micro-batches; returns the mean of their losses.
   float accumulate_micro_batches(int k);

@@ -77,8 +77,18 @@ function loadGolden(dir) {
   const mega = JSON.parse(init.metadata.mega_buffer);
   const w = new Float32Array(mega.floats);
   for (const t of layout) w.set(init.tensors[t.name].data, t.offset);
+  // bf16-kahan: the compensation the weights start with (what rounding the drawn ones lost)
+  let kahan = null;
+  if (config.train.precision === 'bf16-kahan') {
+    kahan = new Uint16Array(Math.ceil(mega.floats / 2) * 2);
+    for (const t of layout) {
+      const c = init.tensors[`optimizer.kahan.${t.name}`];
+      if (!c) throw new Error(`${dir}/init.safetensors lacks optimizer.kahan.${t.name}, bf16-kahan's initial compensation`);
+      kahan.set(c.data, t.offset);
+    }
+  }
   const batches = readSafetensors(join(dir, 'batches.safetensors')).tensors;
-  return { config, layout, mega, w, inputs: batches.inputs, targets: batches.targets };
+  return { config, layout, mega, w, kahan, inputs: batches.inputs, targets: batches.targets };
 }
 
 // Everything one step needs on the device, built once.
@@ -92,7 +102,7 @@ function buildReplay(E, g) {
                  wb: bf16 ? E.storage(Math.ceil(total / 2) * 4) : null };
   const R = makeContext(E, g.config, g.layout, bufs);
   const model = g.config.model.arch === 'llama' ? buildLlama(R) : buildGpt2(R);
-  const opt = buildOptimizer(R, g.config, g.mega.wd_end, total);
+  const opt = buildOptimizer(R, g.config, g.mega.wd_end, total, g.kahan);
   const cast = mixed ? [E.kernel('cast_f32_to_f16', [view(bufs.w, 0, total * 4), view(bufs.w16, 0, Math.ceil(total / 2) * 4),
                                                      R.u(total)], { n: total }, 'init.cast_f32_to_f16')]
     : bf16 ? [E.kernel('cast_f32_to_bf16', [bf16View(bufs.wb, 0, total), view(bufs.w, 0, total * 4), R.u(total)], { n: total },

@@ -8,7 +8,7 @@
 // the mirror and back into w; its noise needs the step t (a buffer the step writes), the run's
 // seed folded to 32 bits and each range's first element. bf16-kahan's (adamw_update_bf16_kahan)
 // rounds to nearest and keeps what the rounding lost in a bf16 compensation per weight, a third
-// state buffer beside m and v that starts at +0.
+// state buffer beside m and v that starts from init.safetensors' optimizer.kahan tensors.
 import { view } from './engine.mjs';
 import { bf16View } from './model.mjs';
 
@@ -46,7 +46,8 @@ function rangeBindings(R, st, begin, size, hp, stats, eight) {
 }
 
 // {ops, stats (view of [grad_norm, clip]), setStep(t, lr)}.
-export function buildOptimizer(R, config, wdEnd, total) {
+// kahan: bf16-kahan's initial compensation, bf16 bits in mega-buffer layout (else null).
+export function buildOptimizer(R, config, wdEnd, total, kahan = null) {
   const { E, bufs } = R;
   const o = config.optimizer;
   const eight = o.name === 'adamw8bit';
@@ -55,7 +56,7 @@ export function buildOptimizer(R, config, wdEnd, total) {
   st.bias = E.vec4();
   st.pure = config.train.precision === 'bf16-pure';
   st.kahan = config.train.precision === 'bf16-kahan';
-  if (st.kahan) st.comp = E.storage(Math.ceil(total / 2) * 4);  // zeroed: +0 everywhere
+  if (st.kahan) st.comp = E.storage(Math.ceil(total / 2) * 4, kahan);
   if (st.pure) {
     if (!Number.isSafeInteger(config.seed)) throw new Error(`replay: bf16-pure's seed ${config.seed} is past 2^53, which JSON numbers do not hold exactly`);
     const seed = BigInt(config.seed);  // folded to 32 bits as reftrain's stochastic_seed
