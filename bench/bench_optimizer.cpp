@@ -174,8 +174,8 @@ void BM_adamw_update_bf16_kahan_fast(benchmark::State& s) {
   Buffers& x = buffers();
   int t = 1;
   for (auto _ : s) {
-    reftrain::adamw_update_bf16_kahan_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(),
-                                           x.wb16.get(), x.comp.get(), kN, kStats, kHp, t++);
+    reftrain::adamw_update_bf16_kahan_fast(x.w.get(), x.g.get(), x.m.get(), x.v.get(), x.wb16.get(),
+                                           x.comp.get(), kN, kStats, kHp, t++);
     benchmark::ClobberMemory();
   }
   set_rate(s, 38);

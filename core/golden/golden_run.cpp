@@ -146,7 +146,8 @@ void write_init(Trainer& trainer, const std::string& path) {
   for (const ParamTensor& t : layout.tensors()) {
     const std::vector<int64_t> shape(t.shape.begin(), t.shape.end());
     f.add(t.name, DType::kF32, shape, model.weights() + t.offset);
-    if (opt.has_kahan()) f.add("optimizer.kahan." + t.name, DType::kBF16, shape, &opt.kahan()[t.offset]);
+    if (opt.has_kahan())
+      f.add("optimizer.kahan." + t.name, DType::kBF16, shape, &opt.kahan()[t.offset]);
     tensors.push_back({{"name", t.name},
                        {"shape", t.shape},
                        {"offset", t.offset},
