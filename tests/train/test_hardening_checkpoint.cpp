@@ -125,5 +125,27 @@ TEST_F(HardeningCheckpoint, NegativeEightBitScaleIsRejected) {
   expect_rejected(bad, "optimizer state optimizer.v_scales element 0 is negative");
 }
 
+// bf16-kahan's compensation (BF16) may have either sign but never be NaN.
+TEST_F(HardeningCheckpoint, NanKahanCompensationIsRejected) {
+  const std::string out = dir_.file("kahan"), bad = dir_.file("bad.safetensors");
+  const CommandResult r = run_reftrain(
+      "train --preset tiny --steps 2 --precision bf16-kahan --data " + text_ + " --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  SafetensorsFile f = read_safetensors(out + "/" + checkpoint_file_name(2));
+  f.metadata.erase("checksums");  // as an older file: only the state check can see it
+  const std::string name = "optimizer.kahan.transformer.wpe.weight";
+  SafeTensor comp = f.get(name);
+  const auto with = [&](size_t i, uint16_t bits) {
+    SafeTensor t = comp;
+    std::memcpy(t.bytes.data() + 2 * i, &bits, 2);
+    f.add(name, DType::kBF16, t.shape, t.bytes.data());
+    write_safetensors(bad, f);
+  };
+  with(4, 0xBC00);  // -2^-7: a compensation of either sign loads
+  expect_loads(bad);
+  with(4, 0x7FC1);
+  expect_rejected(bad, "optimizer state " + name + " element 4 is NaN");
+}
+
 }  // namespace
 }  // namespace reftrain::testing
