@@ -226,6 +226,15 @@ std::vector<T> SafeTensor::as() const {
   if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
   return out;
 }
+std::vector<uint16_t> SafeTensor::bf16_bits() const {
+  if (dtype != DType::kBF16) {
+    throw std::invalid_argument(std::string("tensor is ") + dtype_name(dtype) + ", not BF16");
+  }
+  std::vector<uint16_t> out(numel());
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
 template std::vector<double> SafeTensor::as<double>() const;
 template std::vector<float> SafeTensor::as<float>() const;
 template std::vector<int64_t> SafeTensor::as<int64_t>() const;

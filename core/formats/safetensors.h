@@ -26,6 +26,9 @@ struct SafeTensor {
   // The data as T; throws std::invalid_argument when T does not match dtype.
   template <typename T>
   std::vector<T> as() const;
+  // A BF16 tensor's bit patterns (each the top half of an f32); throws std::invalid_argument
+  // for any other dtype.
+  std::vector<uint16_t> bf16_bits() const;
 };
 
 struct SafetensorsFile {

@@ -306,9 +306,7 @@ template <typename T>
 std::vector<uint16_t> FixtureIo<T>::bf16_bits(const std::string& name) const {
   const SafeTensor& t = tensor(name);
   if (t.dtype != DType::kBF16) throw std::invalid_argument(name + " is not BF16");
-  std::vector<uint16_t> v(t.numel());
-  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
-  return v;
+  return t.bf16_bits();
 }
 
 template <typename T>

@@ -440,10 +440,9 @@ long flock_holder(const struct stat& st) {
 // and its NaN stop would then advise lowering --lr for what is a damaged file.
 void check_optimizer_state(const StateTensor& t, const SafeTensor& s) {
   if (t.dtype == DType::kBF16) {  // the compensation: any sign, never NaN
-    for (size_t i = 0; i < s.numel(); ++i) {
-      uint16_t x;
-      std::memcpy(&x, s.bytes.data() + 2 * i, 2);  // safetensors is little-endian, as we are
-      if ((x & 0x7FFF) > 0x7F80) {
+    const std::vector<uint16_t> x = s.bf16_bits();
+    for (size_t i = 0; i < x.size(); ++i) {
+      if ((x[i] & 0x7FFF) > 0x7F80) {
         throw std::runtime_error("optimizer state " + t.name + " element " + std::to_string(i) +
                                  " is NaN; the checkpoint is damaged and cannot be resumed");
       }

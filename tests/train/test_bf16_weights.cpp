@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <string>
 
 #include "core/formats/safetensors.h"
@@ -106,10 +105,9 @@ TEST_F(Bf16OnlyWeights, KahanStartsFromWhatRoundingTheDrawLost) {
     const std::vector<float> drawn = t.as<float>(), w = kahan.get(name, t.shape).as<float>();
     const SafeTensor& comp = kahan.get("optimizer.kahan." + name, t.shape);
     ASSERT_EQ(comp.dtype, DType::kBF16) << name;
+    const std::vector<uint16_t> comp_bits = comp.bf16_bits();
     for (size_t i = 0; i < drawn.size(); ++i) {
-      uint16_t c;
-      std::memcpy(&c, comp.bytes.data() + 2 * i, 2);
-      const float lost = bf16_to_f32(bf16{c});
+      const float lost = bf16_to_f32(bf16{comp_bits[i]});
       ASSERT_EQ(bits_of(w[i]), bits_of(bf16_to_f32(f32_to_bf16(drawn[i])))) << name << " " << i;
       ASSERT_NEAR(w[i] + lost, drawn[i], std::ldexp(std::fabs(lost), -8)) << name << " " << i;
       carried += lost != 0.0f;
